@@ -1,0 +1,62 @@
+//! Command-line entry points (the binary's `main` only parses arguments and calls these).
+
+use crate::accountant::report::{self, AccountRequest};
+use crate::accountant::AccountantError;
+use std::io::Read;
+use std::path::Path;
+
+/// Why `account` failed; each maps to a distinct exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("cannot read {what}")]
+    Read {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("input is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Accountant(#[from] AccountantError),
+}
+
+impl CliError {
+    /// Process exit code: 2 for bad input, 3 for valid input the engine cannot answer, 1 for I/O.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Read { .. } => 1,
+            CliError::Json(_) | CliError::Accountant(AccountantError::Input(_)) => 2,
+            CliError::Accountant(AccountantError::NeedsNumericalEngine { .. }) => 3,
+        }
+    }
+}
+
+/// Largest input accepted by `account` (bytes): bounded memory on adversarial input.
+pub const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// `privacy-ledger account [FILE|-]`: reads an account request and returns the report as pretty JSON.
+pub fn account(input: Option<&Path>) -> Result<String, CliError> {
+    let mut buf = String::new();
+    let what = input.map_or("standard input".to_owned(), |p| p.display().to_string());
+    let read = match input {
+        Some(p) if p != Path::new("-") => std::fs::File::open(p)
+            .and_then(|f| f.take(MAX_INPUT_BYTES + 1).read_to_string(&mut buf)),
+        _ => std::io::stdin()
+            .take(MAX_INPUT_BYTES + 1)
+            .read_to_string(&mut buf),
+    };
+    read.map_err(|source| CliError::Read {
+        what: what.clone(),
+        source,
+    })?;
+    if buf.len() as u64 > MAX_INPUT_BYTES {
+        return Err(CliError::Read {
+            what,
+            source: std::io::Error::other(format!("input exceeds {MAX_INPUT_BYTES} bytes")),
+        });
+    }
+    let v: serde_json::Value = serde_json::from_str(&buf)?;
+    let req = AccountRequest::from_json(&v).map_err(AccountantError::from)?;
+    let rep = report::account(&req)?;
+    Ok(serde_json::to_string_pretty(&rep).expect("reports serialise"))
+}
