@@ -105,13 +105,10 @@ impl PureComposition {
     /// # Errors
     /// [`TooManyAtoms`] when ∏(countᵢ + 1) exceeds [`MAX_EXACT_ATOMS`].
     pub fn new(groups: &[(f64, u64)]) -> Result<Self, TooManyAtoms> {
-        let atoms: f64 = groups.iter().map(|&(_, n)| n as f64 + 1.0).product();
-        if atoms > MAX_EXACT_ATOMS as f64 {
-            return Err(TooManyAtoms {
-                atoms,
-                limit: MAX_EXACT_ATOMS,
-            });
-        }
+        let too_many = |atoms: f64| TooManyAtoms {
+            atoms,
+            limit: MAX_EXACT_ATOMS,
+        };
         let mut acc: Vec<(f64, f64)> = vec![(0.0, 0.0)];
         let mut rel = 0.0_f64;
         for &(eps, n) in groups {
@@ -131,6 +128,11 @@ impl PureComposition {
                     (loss, lc + j as f64 * ln_q + (n - j) as f64 * ln_1mq)
                 })
                 .collect();
+            // Work bound before the product; equal losses merge, so the result may be far smaller.
+            let work = acc.len() as f64 * binom.len() as f64;
+            if work > 4.0 * MAX_EXACT_ATOMS as f64 {
+                return Err(too_many(work));
+            }
             let mut next = Vec::with_capacity(acc.len() * binom.len());
             for &(l1, p1) in &acc {
                 for &(l2, p2) in &binom {
@@ -139,6 +141,9 @@ impl PureComposition {
             }
             next.sort_by(|a, b| a.0.total_cmp(&b.0));
             acc = merge_equal(next);
+            if acc.len() > MAX_EXACT_ATOMS {
+                return Err(too_many(acc.len() as f64));
+            }
         }
         Ok(PureComposition {
             losses: acc.iter().map(|a| a.0).collect(),
@@ -289,17 +294,21 @@ impl ApproxComposition {
     }
 }
 
-/// Merges atoms with exactly equal loss (input sorted by loss), adding their probabilities.
+/// Merges atoms whose losses agree to within rounding (input sorted by loss), adding their
+/// probabilities. Sums of the same ±εᵢ in different orders can differ in the last bits; such atoms
+/// are one atom mathematically. The merged atom takes the *larger* loss, which can only raise δ(ε)
+/// (Σ p(1 − e^{ε−L})₊ grows with L): pessimistic.
 fn merge_equal(sorted: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
     let mut out: Vec<(f64, f64)> = Vec::with_capacity(sorted.len());
     for (l, lp) in sorted {
         match out.last_mut() {
-            Some(last) if last.0 == l => {
+            Some(last) if l - last.0 <= 16.0 * U * (l.abs().max(last.0.abs()) + 1e-300) => {
                 let (m, n) = if last.1 > lp {
                     (last.1, lp)
                 } else {
                     (lp, last.1)
                 };
+                last.0 = l;
                 last.1 = m + (n - m).exp().ln_1p();
             }
             _ => out.push((l, lp)),
@@ -375,6 +384,9 @@ mod tests {
 
     #[test]
     fn too_many_atoms_is_an_error() {
-        assert!(PureComposition::new(&[(0.1, 2000), (0.2, 2000)]).is_err());
+        // Incommensurate ε's do not merge: (n₁+1)(n₂+1) ≈ 2.25e6 atoms.
+        assert!(PureComposition::new(&[(0.1, 1500), (0.1 * 2f64.sqrt(), 1500)]).is_err());
+        // Commensurate ones do: 3001 distinct losses.
+        assert!(PureComposition::new(&[(0.1, 1000), (0.2, 1000)]).is_ok());
     }
 }

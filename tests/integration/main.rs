@@ -1,0 +1,5 @@
+//! One integration-test binary (faster to link than one per file); each module is a topic.
+
+mod accuracy;
+mod cli;
+mod properties;
