@@ -8,27 +8,31 @@ use super::clt::{self, CltSums};
 use super::event::Event;
 use super::json::JsonPath;
 use super::rounding::SumOfSquares;
-use super::AccountantError;
+use super::{AccountantError, NeighboringRelation};
 use serde::{Deserialize, Serialize};
 
 /// The μ of an event if it is exactly μ-GDP in closed form, as (μ, multiplicity) terms.
 ///
-/// Analytic events: `gdp`, `gaussian` (μ = 1/noise_multiplier under either neighbouring relation,
-/// the multiplier being relative to the sensitivity under that relation), their `self_composed` and
-/// `composed` combinations, and trivially subsampled ones (`poisson_sampled` at rate 0 or 1,
-/// `sampled_without_replacement` of the whole population). Anything else returns the path and type of
-/// the first event that needs the numerical engine.
+/// Analytic events: `gdp`, `gaussian` (μ = s/noise_multiplier with the relation's sensitivity s,
+/// see [`NeighboringRelation::sensitivity`]), their `self_composed` and `composed` combinations, and
+/// trivially subsampled ones (`poisson_sampled` at rate 0 or 1, `sampled_without_replacement` of the
+/// whole population). Anything else returns the path and type of the first event that needs the
+/// numerical engine.
 pub fn gdp_terms(
     e: &Event,
+    rel: NeighboringRelation,
     path: &JsonPath,
     mult: u64,
     out: &mut Vec<(f64, u64)>,
 ) -> Result<(), AccountantError> {
     match e {
         Event::Gdp { mu } => out.push((mu.get(), mult)),
-        Event::Gaussian { noise_multiplier } => out.push((1.0 / noise_multiplier.get(), mult)),
+        Event::Gaussian { noise_multiplier } => {
+            out.push((rel.sensitivity() / noise_multiplier.get(), mult))
+        }
         Event::SelfComposed { count, event } => gdp_terms(
             event,
+            rel,
             &path.field("event"),
             mult.saturating_mul(count.get()),
             out,
@@ -36,7 +40,7 @@ pub fn gdp_terms(
         Event::Composed { events } => {
             let p = path.field("events");
             for (i, ev) in events.iter().enumerate() {
-                gdp_terms(ev, &p.index(i), mult, out)?;
+                gdp_terms(ev, rel, &p.index(i), mult, out)?;
             }
         }
         Event::PoissonSampled {
@@ -44,17 +48,19 @@ pub fn gdp_terms(
             event,
         } if sampling_rate.get() == 0.0 || sampling_rate.get() == 1.0 => {
             if sampling_rate.get() == 1.0 {
-                gdp_terms(event, &path.field("event"), mult, out)?;
+                gdp_terms(event, rel, &path.field("event"), mult, out)?;
             } else {
                 // Never runs on any record: no privacy loss, but the event must still be valid.
-                gdp_terms(event, &path.field("event"), mult, &mut Vec::new())?;
+                gdp_terms(event, rel, &path.field("event"), mult, &mut Vec::new())?;
             }
         }
         Event::SampledWithoutReplacement {
             sample_size,
             population_size,
             event,
-        } if sample_size == population_size => gdp_terms(event, &path.field("event"), mult, out)?,
+        } if sample_size == population_size => {
+            gdp_terms(event, rel, &path.field("event"), mult, out)?
+        }
         other => {
             return Err(AccountantError::NeedsNumericalEngine {
                 path: path.to_string(),
@@ -85,6 +91,7 @@ pub fn type_name(e: &Event) -> &'static str {
 /// The running composition of μ-GDP mechanisms: Σμᵢ² in double-double plus CLT sums.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct GdpComposition {
+    relation: NeighboringRelation,
     sum_sq_hi: f64,
     sum_sq_lo: f64,
     clt: CltSums,
@@ -92,16 +99,24 @@ pub struct GdpComposition {
 }
 
 impl GdpComposition {
-    /// An empty composition (μ = 0).
-    pub fn new() -> Self {
-        Self::default()
+    /// An empty composition (μ = 0) under a neighbouring relation.
+    pub fn new(relation: NeighboringRelation) -> Self {
+        GdpComposition {
+            relation,
+            ..Self::default()
+        }
+    }
+
+    /// The neighbouring relation.
+    pub fn relation(&self) -> NeighboringRelation {
+        self.relation
     }
 
     /// Adds an event located at `path` (for error messages). O(size of the event), independent of
     /// how many events the composition already holds. On error nothing is added.
     pub fn push(&mut self, e: &Event, path: &JsonPath) -> Result<(), AccountantError> {
         let mut terms = Vec::new();
-        gdp_terms(e, path, 1, &mut terms)?;
+        gdp_terms(e, self.relation, path, 1, &mut terms)?;
         let mut acc = SumOfSquares::from_parts(self.sum_sq_hi, self.sum_sq_lo);
         for &(mu, n) in &terms {
             acc.add(mu, n);
@@ -140,7 +155,7 @@ mod tests {
             {"type": "self_composed", "count": 4, "event": {"type": "gaussian", "noise_multiplier": 5.0}}
         ]}))
         .unwrap();
-        let mut c = GdpComposition::new();
+        let mut c = GdpComposition::new(NeighboringRelation::AddOrRemoveOne);
         c.push(&e, &JsonPath::root()).unwrap();
         // √(0.09 + 4·0.04) = 0.5
         assert!((c.mu() - 0.5).abs() < 1e-15, "{}", c.mu());
@@ -154,7 +169,7 @@ mod tests {
             {"type": "poisson_sampled", "sampling_rate": 0.1, "event": {"type": "gaussian", "noise_multiplier": 1.0}}
         ]}))
         .unwrap();
-        let mut c = GdpComposition::new();
+        let mut c = GdpComposition::new(NeighboringRelation::AddOrRemoveOne);
         let err = c.push(&e, &JsonPath::root()).unwrap_err();
         assert_eq!(
             err,
@@ -164,5 +179,14 @@ mod tests {
             }
         );
         assert_eq!(c.mu(), 0.0, "a failed push adds nothing");
+    }
+
+    #[test]
+    fn replace_one_doubles_the_sensitivity_of_noise_multipliers() {
+        // dp_accounting: a Gaussian with noise multiplier σ under REPLACE_ONE has sensitivity 2.
+        let e = Event::from_json(&json!({"type": "gaussian", "noise_multiplier": 4.0})).unwrap();
+        let mut c = GdpComposition::new(NeighboringRelation::ReplaceOne);
+        c.push(&e, &JsonPath::root()).unwrap();
+        assert!((c.mu() - 0.5).abs() < 1e-15);
     }
 }

@@ -2,8 +2,12 @@
 //!
 //! A closed, tagged union (`{"type": "gaussian", ...}`) whose variants carry the meanings of Google
 //! dp_accounting's `DpEvent`s of the same name (dp_accounting 0.6.0, `dp_event.py`), plus `gdp`.
-//! Noise parameters are relative to the sensitivity under the ledger's neighbouring relation, as in
-//! dp_accounting: `noise_multiplier` = noise standard deviation (or Laplace scale) / sensitivity.
+//!
+//! Sensitivity, as in dp_accounting: a `noise_multiplier` is the noise standard deviation (or Laplace
+//! scale) divided by the per-record contribution bound C, so the query's sensitivity is C under
+//! add/remove and 2C under replace-one (`NeighboringRelation::sensitivity`). Mechanisms with an
+//! explicit integer `sensitivity` (discrete Laplace/Gaussian) and black boxes (`gdp`, `epsilon_delta`)
+//! state their guarantee for the ledger's relation directly.
 //!
 //! # Versioning
 //! [`EVENT_MODEL_VERSION`] names this model. Stored ledgers must stay re-accountable forever, so the

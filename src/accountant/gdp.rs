@@ -21,10 +21,15 @@ use super::rounding::{self, U};
 const PHI_REL_ERR: f64 = 16.0 * U;
 
 /// Φ(x) with a relative error bound, given an absolute error bound `ex` on the argument.
-/// d ln Φ(x)/dx = φ(x)/Φ(x) ≤ |x| + 1 for all x (the inverse Mills ratio bound), so an argument error
-/// `ex` becomes a relative error of at most (|x| + 1)·ex.
+/// d ln Φ(x)/dx = φ(x)/Φ(x), which is ≤ 2φ(x) for x ≥ 0 and ≤ |x| + 1 for x < 0 (the inverse Mills
+/// ratio bound), so an argument error `ex` becomes a relative error of at most that times `ex`.
 fn cdf_with_err(x: f64, ex: f64) -> (f64, f64) {
-    (normal::cdf(x), PHI_REL_ERR + (x.abs() + 1.0) * ex)
+    let h = if x >= 0.0 {
+        2.0 * normal::pdf(x)
+    } else {
+        x.abs() + 1.0
+    };
+    (normal::cdf(x), PHI_REL_ERR + h * ex)
 }
 
 /// The GDP trade-off function G_μ(α) = Φ(Φ⁻¹(1−α) − μ): the smallest type II error (β) any test

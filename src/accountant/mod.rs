@@ -76,6 +76,18 @@ impl NeighboringRelation {
         }
     }
 
+    /// Sensitivity, in units of the per-record contribution bound, of a query whose records each
+    /// contribute at most that bound: 1 under add/remove, 2 under replace-one (a replaced record
+    /// removes one contribution and adds another). `gaussian` and `laplace` noise multipliers are
+    /// relative to the per-record bound, as in dp_accounting (`from_gaussian_mechanism` uses
+    /// sensitivity 2 for REPLACE_ONE).
+    pub fn sensitivity(self) -> f64 {
+        match self {
+            Self::AddOrRemoveOne => 1.0,
+            Self::ReplaceOne => 2.0,
+        }
+    }
+
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {

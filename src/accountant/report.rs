@@ -407,7 +407,7 @@ impl Guarantee for GdpComposition {
 /// # Errors
 /// [`AccountantError::NeedsNumericalEngine`] naming the first event that is not analytic.
 pub fn account(req: &AccountRequest) -> Result<Report, AccountantError> {
-    let mut comp = GdpComposition::new();
+    let mut comp = GdpComposition::new(req.neighboring_relation);
     let path = JsonPath::root().field("events");
     for (i, e) in req.events.iter().enumerate() {
         comp.push(e, &path.index(i))?;

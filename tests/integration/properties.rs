@@ -4,7 +4,7 @@
 use privacy_ledger::accountant::analytic::GdpComposition;
 use privacy_ledger::accountant::json::JsonPath;
 use privacy_ledger::accountant::tradeoff::PiecewiseLinear;
-use privacy_ledger::accountant::{epsilon_delta, gdp, subsample, Event};
+use privacy_ledger::accountant::{epsilon_delta, gdp, subsample, Event, NeighboringRelation};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -13,7 +13,7 @@ use serde_json::json;
 const ORDER_TOL: f64 = 1e-14;
 
 fn mu_of(events: &[Event]) -> f64 {
-    let mut c = GdpComposition::new();
+    let mut c = GdpComposition::new(NeighboringRelation::AddOrRemoveOne);
     for e in events {
         c.push(e, &JsonPath::root()).unwrap();
     }
