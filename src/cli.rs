@@ -26,7 +26,11 @@ impl CliError {
         match self {
             CliError::Read { .. } => 1,
             CliError::Json(_) | CliError::Accountant(AccountantError::Input(_)) => 2,
-            CliError::Accountant(AccountantError::NeedsNumericalEngine { .. }) => 3,
+            CliError::Accountant(
+                AccountantError::NeedsNumericalEngine { .. }
+                | AccountantError::TooLarge { .. }
+                | AccountantError::Unsupported { .. },
+            ) => 3,
         }
     }
 }

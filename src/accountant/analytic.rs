@@ -117,14 +117,19 @@ impl GdpComposition {
     pub fn push(&mut self, e: &Event, path: &JsonPath) -> Result<(), AccountantError> {
         let mut terms = Vec::new();
         gdp_terms(e, self.relation, path, 1, &mut terms)?;
+        self.add_terms(&terms);
+        self.invocations = self.invocations.saturating_add(e.invocations());
+        Ok(())
+    }
+
+    /// Adds (μ, multiplicity) terms (from [`gdp_terms`]).
+    pub fn add_terms(&mut self, terms: &[(f64, u64)]) {
         let mut acc = SumOfSquares::from_parts(self.sum_sq_hi, self.sum_sq_lo);
-        for &(mu, n) in &terms {
+        for &(mu, n) in terms {
             acc.add(mu, n);
             self.clt.add(clt::gdp(mu), n);
         }
         (self.sum_sq_hi, self.sum_sq_lo) = acc.parts();
-        self.invocations = self.invocations.saturating_add(e.invocations());
-        Ok(())
     }
 
     /// μ of the composition, rounded up (DRS22 Cor. 2; see [`SumOfSquares::sqrt_up`]).

@@ -20,11 +20,13 @@
 
 pub mod analytic;
 pub mod clt;
+pub mod composition;
 pub mod epsilon_delta;
 pub mod event;
 pub mod gdp;
 pub mod json;
 pub mod normal;
+pub mod pld;
 pub mod report;
 pub mod rounding;
 pub mod subsample;
@@ -50,6 +52,22 @@ pub enum AccountantError {
         path: String,
         /// Its type name.
         event_type: &'static str,
+    },
+    /// The computation would exceed the grid or work limits (bounded time and memory).
+    #[error("{path}: {reason}")]
+    TooLarge {
+        /// JSON path of the event.
+        path: String,
+        /// What limit and how to stay within it.
+        reason: String,
+    },
+    /// The event has no meaning under the neighbouring relation.
+    #[error("{path}: {reason}")]
+    Unsupported {
+        /// JSON path of the event.
+        path: String,
+        /// Why.
+        reason: String,
     },
 }
 

@@ -9,9 +9,10 @@
 
 use super::analytic::GdpComposition;
 use super::clt::CltSums;
+use super::composition::Composition;
 use super::event::{Event, EVENT_MODEL_VERSION};
 use super::json::{self, Fields, InputError, JsonPath};
-use super::{gdp, AccountantError, NeighboringRelation};
+use super::{gdp, pld, AccountantError, NeighboringRelation};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -48,6 +49,8 @@ pub struct ReportOptions {
     pub epsilons: Vec<f64>,
     pub alphas: Vec<f64>,
     pub delta_slack: f64,
+    /// Grid step h of the numerical engine (ignored by analytic compositions).
+    pub grid_step: f64,
 }
 
 impl Default for ReportOptions {
@@ -57,6 +60,7 @@ impl Default for ReportOptions {
             epsilons: DEFAULT_EPSILONS.to_vec(),
             alphas: DEFAULT_ALPHAS.to_vec(),
             delta_slack: DEFAULT_DELTA_SLACK,
+            grid_step: pld::DEFAULT_GRID_STEP,
         }
     }
 }
@@ -85,6 +89,19 @@ pub fn check_alpha(x: f64) -> Result<f64, String> {
         Ok(x)
     } else {
         Err(format!("must be a number in [0, 1], got {x}"))
+    }
+}
+
+/// Checks a grid step.
+pub fn check_grid_step(x: f64) -> Result<f64, String> {
+    if (pld::MIN_GRID_STEP..=pld::MAX_GRID_STEP).contains(&x) {
+        Ok(x)
+    } else {
+        Err(format!(
+            "must be a number in [{:e}, {}], got {x}",
+            pld::MIN_GRID_STEP,
+            pld::MAX_GRID_STEP
+        ))
     }
 }
 
@@ -139,6 +156,10 @@ impl AccountRequest {
         if let Some((x, p)) = f.optional("delta_slack") {
             options.delta_slack =
                 check_delta_slack(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
+        }
+        if let Some((x, p)) = f.optional("grid_step") {
+            options.grid_step =
+                check_grid_step(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
         }
         f.finish()?;
         Ok(AccountRequest {
@@ -402,18 +423,20 @@ impl Guarantee for GdpComposition {
     }
 }
 
-/// Accounts for a request: the analytic engine when every event is μ-GDP in closed form.
+/// Accounts for a request: exactly (closed forms) when every event is μ-GDP, otherwise with the
+/// numerical engine for the non-Gaussian part.
 ///
 /// # Errors
-/// [`AccountantError::NeedsNumericalEngine`] naming the first event that is not analytic.
+/// [`AccountantError::TooLarge`] or [`AccountantError::Unsupported`] naming the event at fault.
 pub fn account(req: &AccountRequest) -> Result<Report, AccountantError> {
-    let mut comp = GdpComposition::new(req.neighboring_relation);
+    let mut comp = Composition::new(req.neighboring_relation, req.options.grid_step);
     let path = JsonPath::root().field("events");
     for (i, e) in req.events.iter().enumerate() {
         comp.push(e, &path.index(i))?;
     }
+    let g = comp.guarantee()?;
     Ok(Report::build(
-        &comp,
+        g.as_ref(),
         req.neighboring_relation,
         comp.invocations(),
         &req.options,
@@ -462,14 +485,14 @@ mod tests {
     }
 
     #[test]
-    fn non_analytic_events_are_refused_with_a_clear_error() {
+    fn events_without_meaning_under_the_relation_are_refused_with_a_clear_error() {
         let req = AccountRequest::from_json(&json!({"events": [
             {"type": "gdp", "mu": 1},
-            {"type": "laplace", "noise_multiplier": 1}
+            {"type": "randomized_response", "noise_parameter": 0.5, "num_buckets": 2}
         ]}))
         .unwrap();
         let err = account(&req).unwrap_err();
         assert!(err.to_string().contains("$.events[1]"), "{err}");
-        assert!(err.to_string().contains("laplace"), "{err}");
+        assert!(err.to_string().contains("replace_one"), "{err}");
     }
 }

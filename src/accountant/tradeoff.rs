@@ -144,6 +144,37 @@ impl PiecewiseLinear {
         rounding::prob_down(self.eval_raw(alpha), 4.0 * U)
     }
 
+    /// f at ascending α's in one pass (rounded down like [`PiecewiseLinear::eval`]).
+    pub fn eval_sorted(&self, alphas: &[f64]) -> Vec<f64> {
+        let mut j = 0usize;
+        let n = self.xs.len();
+        alphas
+            .iter()
+            .map(|&alpha| {
+                let a = alpha.clamp(0.0, 1.0);
+                while j < n && self.xs[j] < a {
+                    j += 1;
+                }
+                let v = if j == 0 {
+                    self.ys[0]
+                } else if j >= n {
+                    self.ys[n - 1]
+                } else if a == self.xs[j] {
+                    self.ys[j]
+                } else {
+                    let (x0, y0, x1, y1) = (self.xs[j - 1], self.ys[j - 1], self.xs[j], self.ys[j]);
+                    y0 + (y1 - y0) * ((a - x0) / (x1 - x0))
+                };
+                rounding::prob_down(v, 4.0 * U)
+            })
+            .collect()
+    }
+
+    /// f(α) rounded *up* by 4U: for curves that are upper bounds.
+    pub fn eval_upper(&self, alpha: f64) -> f64 {
+        rounding::prob_up(self.eval_raw(alpha), 4.0 * U)
+    }
+
     fn eval_raw(&self, alpha: f64) -> f64 {
         let a = alpha.clamp(0.0, 1.0);
         let j = self.xs.partition_point(|&x| x < a);
@@ -358,14 +389,21 @@ impl PiecewiseLinear {
     /// With finitely many (ε, δ) pairs the envelope is *below* the mechanism's true curve (every line
     /// is a valid lower bound), so the result is a valid, possibly loose, trade-off function.
     pub fn from_profile(profile: &[(f64, f64)]) -> Self {
-        let mut lines: Vec<(f64, f64)> = vec![(0.0, 0.0)]; // (slope, intercept) for β = intercept + slope·α
+        // (slope, intercept) for β = intercept + slope·α. With ε ascending, the lines −e^ε are made in
+        // descending slope order and e^{−ε} ones in ascending order, all of the first ≤ −1 ≤ all of the
+        // second: reversing the first family yields a sorted list (the sort below is then linear).
+        let mut steep: Vec<(f64, f64)> = Vec::with_capacity(profile.len());
+        let mut flat: Vec<(f64, f64)> = Vec::with_capacity(profile.len() + 1);
         for &(eps, delta) in profile {
             let d = delta.clamp(0.0, 1.0);
             let e = eps.max(0.0);
-            lines.push((-e.exp(), 1.0 - d));
-            lines.push((-(-e).exp(), (-e).exp() * (1.0 - d)));
+            steep.push((-e.exp(), 1.0 - d));
+            flat.push((-(-e).exp(), (-e).exp() * (1.0 - d)));
         }
-        upper_envelope(&lines)
+        flat.push((0.0, 0.0));
+        steep.reverse();
+        steep.extend(flat);
+        upper_envelope(&steep)
     }
 }
 

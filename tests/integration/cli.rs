@@ -98,13 +98,46 @@ fn invalid_json_is_a_clear_error() {
 }
 
 #[test]
-fn events_that_need_the_numerical_engine_are_refused_with_a_reason() {
+fn subsampled_events_are_answered_by_the_numerical_engine() {
     let out = account(
-        r#"{"events": [{"type": "poisson_sampled", "sampling_rate": 0.01,
-                          "event": {"type": "gaussian", "noise_multiplier": 1.1}}]}"#,
+        r#"{"events": [{"type": "self_composed", "count": 100, "event":
+                          {"type": "poisson_sampled", "sampling_rate": 0.01,
+                           "event": {"type": "gaussian", "noise_multiplier": 1.1}}}]}"#,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["method"], "pld");
+    assert!(r["mu"]["upper"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn events_without_meaning_under_the_relation_get_exit_code_3_and_a_reason() {
+    let out = account(
+        r#"{"events": [{"type": "sampled_without_replacement", "sample_size": 10,
+                          "population_size": 100, "event": {"type": "gaussian", "noise_multiplier": 1.1}}]}"#,
     );
     assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("$.events[0]"), "{err}");
-    assert!(err.contains("numerical"), "{err}");
+    assert!(err.contains("replace_one"), "{err}");
+}
+
+#[test]
+fn adversarial_sizes_fail_fast_with_a_clear_error() {
+    // σ = 1e-6 under subsampling: a privacy-loss range of ~1e11 would need ~1e15 grid points.
+    let t = std::time::Instant::now();
+    let out = account(
+        r#"{"events": [{"type": "self_composed", "count": 1000000000000, "event":
+                          {"type": "poisson_sampled", "sampling_rate": 0.5,
+                           "event": {"type": "gaussian", "noise_multiplier": 1e-6}}}],
+            "grid_step": 1e-6}"#,
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("grid points"), "{err}");
+    assert!(t.elapsed().as_secs() < 10, "must fail fast");
 }

@@ -1,0 +1,342 @@
+//! The composed privacy state of a ledger: incremental, serialisable, and exact where it can be.
+//!
+//! Events are split as they arrive: every Gaussian-type leaf (`gaussian`, `gdp`) joins the exact
+//! μ-GDP sum ([`GdpComposition`]), everything else is discretised and convolved into one PLD pair.
+//! A ledger of Gaussian mechanisms therefore never touches the numerical engine, and a mixed ledger
+//! only discretises its Gaussian part once, when it is queried. Adding an event costs the event's own
+//! discretisation plus one convolution with the running PLD — independent of how many events came
+//! before (the running PLD's size is bounded by the loss spread, i.e. by the budget, not by the count).
+
+use super::analytic::{gdp_terms, GdpComposition};
+use super::clt::{self, CltSums, Functionals};
+use super::event::Event;
+use super::json::JsonPath;
+use super::pld::query::PldGuarantee;
+use super::pld::{Pld, Pmf};
+use super::report::Guarantee;
+use super::{AccountantError, NeighboringRelation};
+use serde::{Deserialize, Serialize};
+
+/// Version of the serialised form ([`Composition::to_bytes`]).
+pub const STATE_FORMAT_VERSION: u32 = 1;
+const MAGIC: &[u8; 4] = b"PLCS";
+
+/// The running composition of a ledger.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Composition {
+    grid_step: f64,
+    gdp: GdpComposition,
+    pld: Option<Pld>,
+    /// CLT sums; `None` once a component has no usable functionals.
+    clt: Option<CltSums>,
+    invocations: u64,
+}
+
+impl Composition {
+    /// An empty composition.
+    pub fn new(relation: NeighboringRelation, grid_step: f64) -> Self {
+        Composition {
+            grid_step,
+            gdp: GdpComposition::new(relation),
+            pld: None,
+            clt: Some(CltSums::default()),
+            invocations: 0,
+        }
+    }
+
+    /// The neighbouring relation.
+    pub fn relation(&self) -> NeighboringRelation {
+        self.gdp.relation()
+    }
+
+    /// The grid step of the numerical part.
+    pub fn grid_step(&self) -> f64 {
+        self.grid_step
+    }
+
+    /// Number of mechanism invocations composed.
+    pub fn invocations(&self) -> u64 {
+        self.invocations
+    }
+
+    /// Whether the whole composition is exact μ-GDP (no numerical part).
+    pub fn is_analytic(&self) -> bool {
+        self.pld.is_none()
+    }
+
+    /// The exact μ-GDP part.
+    pub fn gdp(&self) -> &GdpComposition {
+        &self.gdp
+    }
+
+    /// The numerical part, if any.
+    pub fn pld(&self) -> Option<&Pld> {
+        self.pld.as_ref()
+    }
+
+    /// Adds an event (located at `path` for error messages). All-or-nothing: on error the
+    /// composition is unchanged.
+    pub fn push(&mut self, e: &Event, path: &JsonPath) -> Result<(), AccountantError> {
+        let rel = self.relation();
+        let mut gaussian: Vec<(Event, u64)> = Vec::new();
+        let mut rest: Vec<(&Event, u64, JsonPath)> = Vec::new();
+        split(e, rel, 1, path, &mut gaussian, &mut rest);
+        let mut next = self.clone();
+        for (g, n) in &gaussian {
+            // Never fails: `split` only routes analytic leaves here.
+            let mut terms = Vec::new();
+            gdp_terms(g, rel, path, *n, &mut terms)?;
+            next.gdp.add_terms(&terms);
+        }
+        for (ev, n, p) in rest {
+            let one = Pld::from_event(ev, rel, self.grid_step, &p)?;
+            let clt = functionals(ev, rel, &one);
+            let many = if n == 1 {
+                one
+            } else {
+                one.self_compose(n).map_err(|x| AccountantError::TooLarge {
+                    path: p.to_string(),
+                    reason: x.to_string(),
+                })?
+            };
+            next.pld = Some(match next.pld.take() {
+                None => many,
+                Some(acc) => acc.compose(&many).map_err(|x| AccountantError::TooLarge {
+                    path: p.to_string(),
+                    reason: x.to_string(),
+                })?,
+            });
+            next.clt = match (next.clt, clt) {
+                (Some(mut s), Some(f)) => {
+                    s.add(f, n);
+                    Some(s)
+                }
+                _ => None,
+            };
+        }
+        next.invocations = self.invocations.saturating_add(e.invocations());
+        *self = next;
+        Ok(())
+    }
+
+    /// The composed guarantee, ready for queries: exact when analytic, else the PLD composed with the
+    /// discretised Gaussian part.
+    pub fn guarantee(&self) -> Result<Box<dyn Guarantee>, AccountantError> {
+        let mut clt = self.clt;
+        if let Some(s) = clt.as_mut() {
+            s.merge(self.gdp.clt());
+        }
+        let Some(pld) = &self.pld else {
+            return Ok(Box::new(self.gdp));
+        };
+        let mu = self.gdp.mu();
+        let total = if mu > 0.0 {
+            let path = JsonPath::root();
+            let g = Pld::from_event(
+                &Event::from_json(&serde_json::json!({"type": "gdp", "mu": mu}))
+                    .expect("valid gdp event"),
+                self.relation(),
+                self.grid_step,
+                &path,
+            )?;
+            pld.compose(&g).map_err(|x| AccountantError::TooLarge {
+                path: path.to_string(),
+                reason: x.to_string(),
+            })?
+        } else {
+            pld.clone()
+        };
+        Ok(Box::new(PldGuarantee::new(&total, clt)))
+    }
+
+    /// A compact, versioned binary form: `PLCS`, u32 version, u32 header length, a JSON header with
+    /// every scalar, then the PMF masses as little-endian f64.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let pmfs: Vec<&Pmf> = match &self.pld {
+            None => vec![],
+            Some(p) => std::iter::once(&p.remove).chain(p.add.as_ref()).collect(),
+        };
+        let header = Header {
+            grid_step: self.grid_step,
+            gdp: self.gdp,
+            clt: self.clt,
+            invocations: self.invocations,
+            pmfs: pmfs.iter().map(|p| PmfHeader::of(p)).collect(),
+        };
+        let json = serde_json::to_vec(&header).expect("header serialises");
+        let mut out =
+            Vec::with_capacity(12 + json.len() + 8 * pmfs.iter().map(|p| p.len()).sum::<usize>());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&STATE_FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        out.extend_from_slice(&json);
+        for p in pmfs {
+            for m in &p.mass {
+                out.extend_from_slice(&m.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    /// Restores [`Composition::to_bytes`] output.
+    pub fn from_bytes(b: &[u8]) -> Result<Self, String> {
+        if b.len() < 12 || &b[..4] != MAGIC {
+            return Err("not a privacy-ledger composition state".into());
+        }
+        let version = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes"));
+        if version != STATE_FORMAT_VERSION {
+            return Err(format!("unsupported state format version {version}"));
+        }
+        let hlen = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes")) as usize;
+        let body = b.get(12..12 + hlen).ok_or("truncated header")?;
+        let header: Header = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+        let mut off = 12 + hlen;
+        let mut pmfs = Vec::new();
+        for ph in header.pmfs {
+            let end = off + 8 * ph.len;
+            let raw = b.get(off..end).ok_or("truncated masses")?;
+            let mass = raw
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect();
+            off = end;
+            pmfs.push(ph.into_pmf(mass));
+        }
+        if off != b.len() {
+            return Err("trailing bytes after the masses".into());
+        }
+        let mut it = pmfs.into_iter();
+        let pld = it.next().map(|remove| Pld {
+            remove,
+            add: it.next(),
+        });
+        Ok(Composition {
+            grid_step: header.grid_step,
+            gdp: header.gdp,
+            pld,
+            clt: header.clt,
+            invocations: header.invocations,
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    grid_step: f64,
+    gdp: GdpComposition,
+    clt: Option<CltSums>,
+    invocations: u64,
+    pmfs: Vec<PmfHeader>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PmfHeader {
+    h: f64,
+    lo: i64,
+    len: usize,
+    inf: f64,
+    inf_trunc: f64,
+    moved_up: f64,
+    abs_err: f64,
+    rel_err: f64,
+    steps: u64,
+}
+
+impl PmfHeader {
+    fn of(p: &Pmf) -> Self {
+        PmfHeader {
+            h: p.h,
+            lo: p.lo,
+            len: p.mass.len(),
+            inf: p.inf,
+            inf_trunc: p.inf_trunc,
+            moved_up: p.moved_up,
+            abs_err: p.abs_err,
+            rel_err: p.rel_err,
+            steps: p.steps,
+        }
+    }
+
+    fn into_pmf(self, mass: Vec<f64>) -> Pmf {
+        Pmf {
+            h: self.h,
+            lo: self.lo,
+            mass,
+            inf: self.inf,
+            inf_trunc: self.inf_trunc,
+            moved_up: self.moved_up,
+            abs_err: self.abs_err,
+            rel_err: self.rel_err,
+            steps: self.steps,
+        }
+    }
+}
+
+/// Splits an event into analytic Gaussian leaves and the rest, with multiplicities.
+fn split<'a>(
+    e: &'a Event,
+    rel: NeighboringRelation,
+    mult: u64,
+    path: &JsonPath,
+    gaussian: &mut Vec<(Event, u64)>,
+    rest: &mut Vec<(&'a Event, u64, JsonPath)>,
+) {
+    match e {
+        Event::Composed { events } => {
+            let p = path.field("events");
+            for (i, ev) in events.iter().enumerate() {
+                split(ev, rel, mult, &p.index(i), gaussian, rest);
+            }
+        }
+        Event::SelfComposed { count, event } => split(
+            event,
+            rel,
+            mult.saturating_mul(count.get()),
+            &path.field("event"),
+            gaussian,
+            rest,
+        ),
+        _ => {
+            if gdp_terms(e, rel, path, 1, &mut Vec::new()).is_ok() {
+                gaussian.push((e.clone(), mult));
+            } else {
+                rest.push((e, mult, path.clone()));
+            }
+        }
+    }
+}
+
+/// CLT functionals of a non-Gaussian leaf, when they exist: DRS22 Lemma 4 for a subsampled
+/// Gaussian, the exact discrete moments for any other symmetric PLD without mass at +∞.
+fn functionals(e: &Event, rel: NeighboringRelation, pld: &Pld) -> Option<Functionals> {
+    let gaussian_mu = |inner: &Event| match inner {
+        Event::Gaussian { noise_multiplier } => Some(rel.sensitivity() / noise_multiplier.get()),
+        Event::Gdp { mu } => Some(mu.get()),
+        _ => None,
+    };
+    match e {
+        Event::PoissonSampled {
+            sampling_rate,
+            event,
+        } => gaussian_mu(event).map(|mu| clt::subsampled_gdp(mu, sampling_rate.get())),
+        Event::SampledWithoutReplacement {
+            sample_size,
+            population_size,
+            event,
+        } => gaussian_mu(event).map(|mu| {
+            clt::subsampled_gdp(mu, sample_size.get() as f64 / population_size.get() as f64)
+        }),
+        _ => {
+            let p = &pld.remove;
+            (pld.is_symmetric() && p.infinity_mass() == 0.0).then(|| {
+                let atoms: Vec<(f64, f64)> = p
+                    .mass
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &m)| (p.loss(j), m))
+                    .collect();
+                Functionals::from_atoms(&atoms)
+            })
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The numerical accountant: privacy-loss distributions (PLDs) on a grid, composed by FFT.
+//!
+//! A mechanism's privacy is the distribution of its privacy loss L = ln(P/Q) (one distribution per
+//! ordering of the neighbouring pair; "remove" and "add"). Composition adds losses, i.e. convolves
+//! their distributions (seed 003 eq. (24)). Each mechanism is discretised on the grid k·h by
+//! connect-the-dots ([`ctd`]) from its exact profile ([`source`]), compositions are FFT convolutions
+//! with tails truncated *into* +∞ ([`pmf`]), and every query is answered as a bracket:
+//!
+//! - **upper** (sound): the profile of the pessimistic PMF, plus all truncated mass, widened by the
+//!   recorded relative and absolute round-off bounds;
+//! - **lower**: connect-the-dots puts each discretised loss at most one grid step above the true
+//!   loss in the stochastic order (it splits the mass of every cell between the cell's ends), so
+//!   shifting a composition of `steps` discretisations down by steps·h gives a PMF below the truth;
+//!   truncated and moved mass and round-off are subtracted.
+//!
+//! The trade-off curve comes from the profile (DRS22 Prop. 5/6: f(α) = sup_ε max{1 − δ(ε) − e^ε α,
+//! e^{−ε}(1 − δ(ε) − α)}), with δ the larger of the two orderings' profiles, which symmetrises
+//! add/remove exactly as min{f, f⁻¹}** (DRS22 Def. F.1); μ is fitted at the curve's vertices
+//! (seed 003 eq. (11), generalised to a δ slack).
+
+pub(crate) mod ctd;
+mod pmf;
+mod profile;
+pub mod query;
+mod source;
+
+pub use pmf::{Pmf, MAX_GRID_POINTS, TAIL_TRUNCATION};
+pub use source::CTD_TAIL;
+
+use super::event::Event;
+use super::json::JsonPath;
+use super::{AccountantError, NeighboringRelation};
+use serde::{Deserialize, Serialize};
+use source::Source;
+
+/// The grid step h used when the caller gives none (dp_accounting's default).
+pub const DEFAULT_GRID_STEP: f64 = 1e-4;
+/// Smallest grid step accepted.
+pub const MIN_GRID_STEP: f64 = 1e-6;
+/// Largest grid step accepted.
+pub const MAX_GRID_STEP: f64 = 0.1;
+
+/// Why a PLD could not be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PldError {
+    /// The computation would exceed the grid or work limits.
+    #[error("{0}")]
+    TooLarge(String),
+    /// The event has no meaning under the ledger's neighbouring relation.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// The privacy-loss distributions of a mechanism: one PMF per ordering (`add = None` when the pair is
+/// symmetric and both orderings have the same PMF).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pld {
+    pub(crate) remove: Pmf,
+    pub(crate) add: Option<Pmf>,
+}
+
+impl Pld {
+    /// No privacy loss.
+    pub fn identity(h: f64) -> Self {
+        Pld {
+            remove: Pmf::identity(h),
+            add: None,
+        }
+    }
+
+    /// The PMF of the add ordering.
+    pub fn add_pmf(&self) -> &Pmf {
+        self.add.as_ref().unwrap_or(&self.remove)
+    }
+
+    /// The PMF of the remove ordering.
+    pub fn remove_pmf(&self) -> &Pmf {
+        &self.remove
+    }
+
+    /// Whether both orderings share one PMF.
+    pub fn is_symmetric(&self) -> bool {
+        self.add.is_none()
+    }
+
+    /// Composition (both orderings convolved; symmetric stays symmetric).
+    pub fn compose(&self, other: &Pld) -> Result<Pld, PldError> {
+        let remove = self.remove.compose(&other.remove)?;
+        let add = if self.is_symmetric() && other.is_symmetric() {
+            None
+        } else {
+            Some(self.add_pmf().compose(other.add_pmf())?)
+        };
+        Ok(Pld { remove, add })
+    }
+
+    /// The n-fold composition with itself.
+    pub fn self_compose(&self, n: u64) -> Result<Pld, PldError> {
+        let remove = self.remove.self_compose(n)?;
+        let add = match &self.add {
+            None => None,
+            Some(a) => Some(a.self_compose(n)?),
+        };
+        Ok(Pld { remove, add })
+    }
+
+    /// Number of grid points held (both orderings).
+    pub fn grid_points(&self) -> usize {
+        self.remove.len() + self.add.as_ref().map_or(0, Pmf::len)
+    }
+
+    /// Builds the PLD of one event under a neighbouring relation on grid step h. `path` locates the
+    /// event for error messages.
+    pub fn from_event(
+        e: &Event,
+        rel: NeighboringRelation,
+        h: f64,
+        path: &JsonPath,
+    ) -> Result<Pld, AccountantError> {
+        let wrap = |err: PldError, p: &JsonPath| match err {
+            PldError::TooLarge(reason) => AccountantError::TooLarge {
+                path: p.to_string(),
+                reason,
+            },
+            PldError::Unsupported(reason) => AccountantError::Unsupported {
+                path: p.to_string(),
+                reason,
+            },
+        };
+        match e {
+            Event::SelfComposed { count, event } => {
+                let inner = Self::from_event(event, rel, h, &path.field("event"))?;
+                inner.self_compose(count.get()).map_err(|x| wrap(x, path))
+            }
+            Event::Composed { events } => {
+                let p = path.field("events");
+                let mut acc = Pld::identity(h);
+                for (i, ev) in events.iter().enumerate() {
+                    let next = Self::from_event(ev, rel, h, &p.index(i))?;
+                    acc = acc.compose(&next).map_err(|x| wrap(x, &p.index(i)))?;
+                }
+                Ok(acc)
+            }
+            _ => {
+                let src = source_of(e, rel, h, path)?;
+                match src {
+                    None => Ok(Pld::identity(h)),
+                    Some(s) => s.discretise(h).map_err(|x| wrap(x, path)),
+                }
+            }
+        }
+    }
+}
+
+/// The exact profile of a single (possibly subsampled) mechanism; `None` for no privacy loss.
+fn source_of(
+    e: &Event,
+    rel: NeighboringRelation,
+    h: f64,
+    path: &JsonPath,
+) -> Result<Option<Source>, AccountantError> {
+    let unsupported = |reason: &str| AccountantError::Unsupported {
+        path: path.to_string(),
+        reason: reason.to_owned(),
+    };
+    let too_large = |reason: String| AccountantError::TooLarge {
+        path: path.to_string(),
+        reason,
+    };
+    Ok(Some(match e {
+        Event::Gaussian { noise_multiplier } => {
+            Source::gaussian(rel.sensitivity() / noise_multiplier.get())
+        }
+        Event::Gdp { mu } => {
+            if mu.get() == 0.0 {
+                return Ok(None);
+            }
+            Source::gaussian(mu.get())
+        }
+        Event::Laplace { noise_multiplier } => {
+            Source::laplace(noise_multiplier.get() / rel.sensitivity())
+        }
+        Event::DiscreteLaplace {
+            noise_parameter,
+            sensitivity,
+        } => Source::discrete_laplace(noise_parameter.get(), sensitivity.get()),
+        Event::DiscreteGaussian { sigma, sensitivity } => {
+            Source::discrete_gaussian(sigma.get(), sensitivity.get()).map_err(|x| match x {
+                PldError::TooLarge(r) | PldError::Unsupported(r) => too_large(r),
+            })?
+        }
+        Event::RandomizedResponse {
+            noise_parameter,
+            num_buckets,
+        } => {
+            if rel == NeighboringRelation::AddOrRemoveOne {
+                return Err(unsupported(
+                    "randomized_response is defined for replace_one neighbours (a record's response \
+                     is replaced, not removed); use a dataset with neighboring_relation replace_one",
+                ));
+            }
+            if noise_parameter.get() >= 1.0 {
+                return Ok(None);
+            }
+            Source::randomized_response(noise_parameter.get(), num_buckets.get())
+        }
+        Event::EpsilonDelta {
+            epsilon,
+            delta,
+            total_variation,
+        } => Source::epsilon_delta(epsilon.get(), delta.get(), total_variation.map(|t| t.get())),
+        Event::PoissonSampled {
+            sampling_rate,
+            event,
+        } => {
+            let q = sampling_rate.get();
+            if q == 0.0 {
+                return Ok(None);
+            }
+            let Some(inner) = inner_source(event, rel, h, &path.field("event"))? else {
+                return Ok(None);
+            };
+            if q == 1.0 {
+                inner
+            } else {
+                match rel {
+                    NeighboringRelation::AddOrRemoveOne => inner.poisson_add_remove(q),
+                    NeighboringRelation::ReplaceOne => inner.subsample_replace(q),
+                }
+            }
+        }
+        Event::SampledWithoutReplacement {
+            sample_size,
+            population_size,
+            event,
+        } => {
+            if rel == NeighboringRelation::AddOrRemoveOne {
+                return Err(unsupported(
+                    "sampled_without_replacement is analysed for replace_one neighbours (the \
+                     population size is fixed); use poisson_sampled under add_or_remove_one",
+                ));
+            }
+            let q = sample_size.get() as f64 / population_size.get() as f64;
+            let Some(inner) = inner_source(event, rel, h, &path.field("event"))? else {
+                return Ok(None);
+            };
+            if q >= 1.0 {
+                inner
+            } else {
+                inner.subsample_replace(q)
+            }
+        }
+        Event::SelfComposed { .. } | Event::Composed { .. } => {
+            unreachable!("composite events are handled by Pld::from_event")
+        }
+    }))
+}
+
+/// The source of a subsampled event's inner event: closed form for a single mechanism, or the
+/// profile of its (numerically composed) PLD for a composite.
+fn inner_source(
+    e: &Event,
+    rel: NeighboringRelation,
+    h: f64,
+    path: &JsonPath,
+) -> Result<Option<Source>, AccountantError> {
+    match e {
+        Event::SelfComposed { .. } | Event::Composed { .. } => {
+            let p = Pld::from_event(e, rel, h, path)?;
+            Ok(Some(Source::from_pld(&p)))
+        }
+        _ => source_of(e, rel, h, path),
+    }
+}

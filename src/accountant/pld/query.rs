@@ -1,0 +1,346 @@
+//! Queries on a composed PLD: ε(δ), δ(ε), the trade-off curve, μ with regret — each a bracket.
+
+use super::profile::AtomProfile;
+use super::{Pld, Pmf};
+use crate::accountant::clt::CltSums;
+use crate::accountant::gdp;
+use crate::accountant::normal;
+use crate::accountant::report::{Guarantee, Method, MuReport};
+use crate::accountant::rounding::{self, U};
+use crate::accountant::tradeoff::PiecewiseLinear;
+use std::cell::OnceCell;
+
+/// Most grid points of ε ≥ 0 used to build the trade-off curve (beyond this they are thinned evenly;
+/// any subset of profile points gives a valid lower bound on the curve).
+const MAX_CURVE_POINTS: usize = 50_000;
+
+/// α values at which the curve's upper bound is evaluated for the lower end of the μ bracket.
+const MU_LOWER_ALPHAS: usize = 200;
+
+/// One ordering, prepared for queries.
+struct Side {
+    /// Profile of the pessimistic PMF; the lower bound reads it at ε + shift.
+    upper: AtomProfile,
+    /// steps·h: the lower bound's downward shift of every loss.
+    shift: f64,
+    /// Mass at +∞ counted by the upper bound.
+    inf_upper: f64,
+    /// Mass at +∞ counted by the lower bound.
+    inf_lower: f64,
+    /// Mass to subtract in the lower bound (moved up, round-off).
+    sub_lower: f64,
+    rel: f64,
+    abs: f64,
+    max_loss: f64,
+    /// Grid index of the first atom.
+    lo: i64,
+    /// Upper bound on the curve from this ordering's lower profile (built on first use).
+    curve_upper: OnceCell<PiecewiseLinear>,
+}
+
+impl Side {
+    fn new(p: &Pmf) -> Self {
+        let shift = p.steps as f64 * p.h;
+        let upper = p.profile(0.0);
+        let rel = p.rel_err + upper.rel_err();
+        Side {
+            upper,
+            shift,
+            inf_upper: p.inf + p.inf_trunc,
+            inf_lower: p.inf,
+            sub_lower: p.moved_up + p.abs_err,
+            rel,
+            abs: p.abs_err,
+            max_loss: p.max_loss(),
+            lo: p.lo,
+            curve_upper: OnceCell::new(),
+        }
+    }
+
+    fn delta_upper(&self, eps: f64) -> f64 {
+        rounding::prob_up(
+            (self.upper.delta(eps) + self.inf_upper) * (1.0 + self.rel) + self.abs,
+            4.0 * U,
+        )
+    }
+
+    /// [`Side::delta_upper`] at the grid point ε = j·h, read off the profile table in O(1).
+    fn delta_upper_at_grid(&self, j: i64, eps: f64) -> f64 {
+        let i = j - self.lo;
+        if i < 0 || i as usize >= self.upper.losses().len() {
+            return self.delta_upper(eps);
+        }
+        rounding::prob_up(
+            (self.upper.delta_at_atom(i as usize) + self.inf_upper) * (1.0 + self.rel) + self.abs,
+            4.0 * U,
+        )
+    }
+
+    fn delta_lower(&self, eps: f64) -> f64 {
+        let v = (self.upper.delta(eps + self.shift) + self.inf_lower) * (1.0 - self.rel)
+            - self.sub_lower;
+        rounding::prob_down(v, 4.0 * U)
+    }
+
+    fn epsilon_upper(&self, delta: f64) -> f64 {
+        let t = (delta - self.abs) / (1.0 + self.rel) - self.inf_upper;
+        let t = rounding::down(t, 4.0 * U);
+        if t < 0.0 {
+            return f64::INFINITY;
+        }
+        let e = self.upper.epsilon_for_finite(t);
+        if e <= 0.0 {
+            return 0.0;
+        }
+        rounding::up(e + 8.0 * U * (1.0 + self.max_loss.abs()), 8.0 * U)
+    }
+
+    fn epsilon_lower(&self, delta: f64) -> f64 {
+        let t = (delta + self.sub_lower) / (1.0 - self.rel) - self.inf_lower;
+        if t < 0.0 {
+            return f64::INFINITY;
+        }
+        let e = self.upper.epsilon_for_finite(t) - self.shift;
+        if e <= 0.0 {
+            return 0.0;
+        }
+        rounding::down(e - 8.0 * U * (1.0 + self.max_loss.abs()), 8.0 * U).max(0.0)
+    }
+
+    /// Upper bound on the mechanism's curve at α from this ordering's lower profile δ_L.
+    ///
+    /// The true curve is f(α) = sup_{ε≥0} max{1 − δ(ε) − e^ε α, e^{−ε}(1 − δ(ε) − α)} with δ ≥ δ_L
+    /// (DRS22 Prop. 5/6). Over a cell [ε_a, ε_b] both terms are at most the same expressions with
+    /// δ_L(ε_b) (δ_L decreases) and e^{±ε_a} in place of e^{±ε}; so the upper envelope of those
+    /// "cell majorant" lines bounds f from above, for any partition of [0, ∞) into cells. The cells
+    /// here are runs of the lower profile's grid points (thinned to at most [`MAX_CURVE_POINTS`]),
+    /// then [ε_last, ∞) where δ_L is constant.
+    fn curve_upper(&self, alpha: f64) -> f64 {
+        let c = self.curve_upper.get_or_init(|| {
+            let losses = self.upper.losses();
+            let first = losses.partition_point(|&l| l - self.shift <= 0.0);
+            let n = losses.len();
+            let stride = (n - first).div_ceil(MAX_CURVE_POINTS).max(1);
+            let mut cells: Vec<(f64, f64)> = Vec::with_capacity((n - first) / stride + 2);
+            let mut a = 0.0_f64;
+            let mut j = first;
+            while j < n {
+                let b = (j + stride - 1).min(n - 1);
+                let eb = losses[b] - self.shift;
+                cells.push((a, self.delta_lower(eb)));
+                a = eb;
+                j = b + 1;
+            }
+            cells.push((a, self.delta_lower(a)));
+            PiecewiseLinear::from_profile(&cells)
+        });
+        c.eval_upper(alpha).min(1.0 - alpha)
+    }
+}
+
+/// A composed PLD prepared for the report.
+pub struct PldGuarantee {
+    sides: Vec<Side>,
+    curve: PiecewiseLinear,
+    clt: Option<CltSums>,
+}
+
+impl PldGuarantee {
+    /// Prepares the queries (builds the profiles and the trade-off curve).
+    pub fn new(pld: &Pld, clt: Option<CltSums>) -> Self {
+        let mut sides = vec![Side::new(&pld.remove)];
+        if let Some(a) = &pld.add {
+            sides.push(Side::new(a));
+        }
+        let h = pld.remove.h;
+        // Profile points ε_j = j·h for j = 0 … J (beyond the largest loss δ is constant).
+        let max_loss = sides.iter().map(|s| s.max_loss).fold(0.0_f64, f64::max);
+        let j_max = (max_loss / h).ceil().max(0.0) as usize + 1;
+        let stride = j_max.div_ceil(MAX_CURVE_POINTS).max(1);
+        let mut profile: Vec<(f64, f64)> = (0..=j_max)
+            .step_by(stride)
+            .map(|j| {
+                let e = j as f64 * h;
+                (
+                    e,
+                    sides
+                        .iter()
+                        .map(|s| s.delta_upper_at_grid(j as i64, e))
+                        .fold(0.0, f64::max),
+                )
+            })
+            .collect();
+        let e_top = (j_max + 1) as f64 * h;
+        profile.push((
+            e_top,
+            sides
+                .iter()
+                .map(|s| s.delta_upper(e_top))
+                .fold(0.0, f64::max),
+        ));
+        let curve = PiecewiseLinear::from_profile(&profile);
+        PldGuarantee { sides, curve, clt }
+    }
+
+    /// The (lower-bound) trade-off curve.
+    pub fn curve(&self) -> &PiecewiseLinear {
+        &self.curve
+    }
+
+    fn curve_upper(&self, alpha: f64) -> f64 {
+        self.sides
+            .iter()
+            .map(|s| s.curve_upper(alpha))
+            .fold(1.0, f64::min)
+    }
+
+    /// μ upper bound from the curve's vertices: the smallest μ with (1 − s)G_μ(α/(1 − s)) ≤ f(α) at
+    /// every vertex (enough, as G_μ is convex and f linear between vertices).
+    fn mu_upper(&self, slack: f64) -> Result<(f64, f64), String> {
+        let keep = 1.0 - slack;
+        let mut mu = 0.0_f64;
+        let mut at = 0.5;
+        for (a, b) in self.curve.vertices() {
+            // Move the vertex left and down (a curve through it is then lower: sound).
+            let a = rounding::prob_down(a, 8.0 * U);
+            let b = rounding::prob_down(b, 8.0 * U);
+            if a >= keep || b >= keep {
+                continue;
+            }
+            if a <= 0.0 {
+                return Err(format!(
+                    "the probability of unbounded privacy loss, {:.3e}, exceeds the delta slack {slack:e}",
+                    1.0 - b
+                ));
+            }
+            let m = normal::isf(a / keep) + normal::isf(b / keep);
+            if m > mu {
+                mu = m;
+                at = a;
+            }
+        }
+        Ok((rounding::up(mu, 64.0 * U), at))
+    }
+
+    /// μ lower bound: isf(α/(1−s)) + isf(f_upper(α)/(1−s)) at sample α's (any α gives a valid bound).
+    fn mu_lower(&self, slack: f64, around: f64) -> f64 {
+        let keep = 1.0 - slack;
+        let mut alphas: Vec<f64> = (0..MU_LOWER_ALPHAS)
+            .map(|i| 10f64.powf(-12.0 + 12.0 * i as f64 / (MU_LOWER_ALPHAS - 1) as f64) * 0.5)
+            .collect();
+        alphas.push(around);
+        alphas
+            .into_iter()
+            .filter(|&a| a > 0.0 && a < keep)
+            .map(|a| {
+                let b = self.curve_upper(a);
+                if b >= keep {
+                    0.0
+                } else {
+                    normal::isf(a / keep) + normal::isf(b / keep)
+                }
+            })
+            .fold(0.0, f64::max)
+            .max(0.0)
+    }
+
+    /// The regret Δ(f, G_μ) (seed 003 eq. (13), Alg. 2): the smallest κ with f(α + κ) − κ ≤ G_μ(α)
+    /// for all α, by bisection on κ over the curve's vertices and a 10 000-point grid; the lower end
+    /// of the final bracket is returned (seed 003: "we underestimate Δ").
+    fn regret(&self, mu: f64) -> f64 {
+        let mut alphas: Vec<f64> = self.curve.vertices().map(|v| v.0).collect();
+        let stride = alphas.len().div_ceil(20_000).max(1);
+        alphas = alphas.into_iter().step_by(stride).collect();
+        alphas.extend((0..=10_000).map(|i| i as f64 / 10_000.0));
+        alphas.sort_by(f64::total_cmp);
+        alphas.dedup();
+        let g: Vec<f64> = alphas.iter().map(|&a| gdp::tradeoff(mu, a)).collect();
+        let holds = |k: f64| {
+            let shifted: Vec<f64> = alphas.iter().map(|&a| (a + k).min(1.0)).collect();
+            self.curve
+                .eval_sorted(&shifted)
+                .iter()
+                .zip(g.iter())
+                .all(|(&f, &ga)| f - k <= ga)
+        };
+        let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
+        if holds(0.0) {
+            return 0.0;
+        }
+        for _ in 0..40 {
+            let mid = (lo + hi) / 2.0;
+            if holds(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        lo
+    }
+}
+
+impl Guarantee for PldGuarantee {
+    fn method(&self) -> Method {
+        Method::Pld
+    }
+
+    fn epsilon_bounds(&self, delta: f64) -> (f64, f64) {
+        let hi = self
+            .sides
+            .iter()
+            .map(|s| s.epsilon_upper(delta))
+            .fold(0.0, f64::max);
+        let lo = self
+            .sides
+            .iter()
+            .map(|s| s.epsilon_lower(delta))
+            .fold(0.0, f64::max);
+        (lo.min(hi), hi)
+    }
+
+    fn delta_bounds(&self, eps: f64) -> (f64, f64) {
+        let hi = self
+            .sides
+            .iter()
+            .map(|s| s.delta_upper(eps))
+            .fold(0.0, f64::max);
+        let lo = self
+            .sides
+            .iter()
+            .map(|s| s.delta_lower(eps))
+            .fold(0.0, f64::max);
+        (lo.min(hi), hi)
+    }
+
+    fn beta_bounds(&self, alpha: f64) -> (f64, f64) {
+        let lo = self.curve.eval(alpha);
+        (lo, self.curve_upper(alpha).max(lo))
+    }
+
+    fn mu(&self, delta_slack: f64) -> MuReport {
+        match self.mu_upper(delta_slack) {
+            Ok((mu, at)) => MuReport {
+                upper: Some(mu),
+                lower: Some(self.mu_lower(delta_slack, at).min(mu)),
+                delta_slack,
+                regret: Some(self.regret(mu)),
+                reason: None,
+            },
+            Err(reason) => MuReport {
+                upper: None,
+                lower: None,
+                delta_slack,
+                regret: None,
+                reason: Some(reason),
+            },
+        }
+    }
+
+    fn infinity_mass(&self) -> f64 {
+        self.sides.iter().map(|s| s.inf_upper).fold(0.0, f64::max)
+    }
+
+    fn clt_sums(&self) -> Option<CltSums> {
+        self.clt
+    }
+}
