@@ -2,4 +2,5 @@
 
 mod accuracy;
 mod cli;
+mod pld;
 mod properties;

@@ -37,6 +37,7 @@ pub(crate) fn discretise(
     delta: impl Fn(f64) -> f64,
     rel_in: f64,
     inf_true: f64,
+    bounded: bool,
 ) -> Result<Pmf, PldError> {
     let i_lo = (eps_lo / h).floor();
     let i_hi = (eps_hi / h).ceil().max(i_lo);
@@ -52,6 +53,11 @@ pub(crate) fn discretise(
     let mut d: Vec<f64> = (0..=n)
         .map(|k| delta((i_lo - 1 + k as i64) as f64 * h).clamp(0.0, 1.0))
         .collect();
+    if bounded {
+        // eps_hi is the largest loss: beyond it δ is exactly the mass at +∞ (the rounding of the
+        // profile function would only add noise there).
+        d[n] = inf_true;
+    }
     for k in (0..n).rev() {
         if d[k] < d[k + 1] {
             d[k] = d[k + 1];
@@ -113,7 +119,7 @@ mod tests {
                 -e.exp_m1() + e.exp() * gdp::delta_for_epsilon(mu, -e)
             }
         };
-        let p = discretise(h, -10.0, 10.0, prof, 0.0, 0.0).unwrap();
+        let p = discretise(h, -10.0, 10.0, prof, 0.0, 0.0, false).unwrap();
         let total: f64 = p.mass.iter().sum::<f64>() + p.inf + p.inf_trunc;
         assert!((total - 1.0).abs() < 1e-12, "{total}");
         let atoms = p.profile(0.0);

@@ -68,6 +68,11 @@ impl Pld {
         }
     }
 
+    /// A PLD from its PMFs (`add = None`: symmetric).
+    pub fn from_pmfs(remove: Pmf, add: Option<Pmf>) -> Self {
+        Pld { remove, add }
+    }
+
     /// The PMF of the add ordering.
     pub fn add_pmf(&self) -> &Pmf {
         self.add.as_ref().unwrap_or(&self.remove)
@@ -217,6 +222,11 @@ fn source_of(
             if q == 0.0 {
                 return Ok(None);
             }
+            if q < 1.0 && rel == NeighboringRelation::ReplaceOne {
+                if let Some(noise) = additive_noise(event) {
+                    return Ok(Some(Source::replace_mixture(noise, q)));
+                }
+            }
             let Some(inner) = inner_source(event, rel, h, &path.field("event"))? else {
                 return Ok(None);
             };
@@ -241,6 +251,11 @@ fn source_of(
                 ));
             }
             let q = sample_size.get() as f64 / population_size.get() as f64;
+            if q < 1.0 {
+                if let Some(noise) = additive_noise(event) {
+                    return Ok(Some(Source::replace_mixture(noise, q)));
+                }
+            }
             let Some(inner) = inner_source(event, rel, h, &path.field("event"))? else {
                 return Ok(None);
             };
@@ -254,6 +269,18 @@ fn source_of(
             unreachable!("composite events are handled by Pld::from_event")
         }
     }))
+}
+
+/// Gaussian or Laplace noise added to a sum: subsampled under replace-one, its exact mixture pair is
+/// used instead of the generic amplification bound.
+fn additive_noise(e: &Event) -> Option<source::Noise> {
+    match e {
+        Event::Gaussian { noise_multiplier } => {
+            Some(source::Noise::Gaussian(noise_multiplier.get()))
+        }
+        Event::Laplace { noise_multiplier } => Some(source::Noise::Laplace(noise_multiplier.get())),
+        _ => None,
+    }
 }
 
 /// The source of a subsampled event's inner event: closed form for a single mechanism, or the

@@ -63,6 +63,21 @@ impl Pmf {
         }
     }
 
+    /// The recorded bound on δ's absolute round-off error.
+    pub fn abs_err(&self) -> f64 {
+        self.abs_err
+    }
+
+    /// Index of the first grid point (its loss is lo·h).
+    pub fn lo(&self) -> i64 {
+        self.lo
+    }
+
+    /// The finite masses, from loss lo·h upward.
+    pub fn masses(&self) -> &[f64] {
+        &self.mass
+    }
+
     /// Grid step h.
     pub fn grid_step(&self) -> f64 {
         self.h
@@ -111,8 +126,10 @@ impl Pmf {
         let (mass, conv_abs, conv_rel) = convolve(&self.mass, &other.mass);
         let total_a = self.inf + self.inf_trunc;
         let total_b = other.inf + other.inf_trunc;
-        let inf = 1.0 - (1.0 - self.inf) * (1.0 - other.inf);
-        let all_inf = 1.0 - (1.0 - total_a) * (1.0 - total_b);
+        // 1 − (1 − a)(1 − b), formed without cancellation so small δ's stay exact.
+        let union = |a: f64, b: f64| -((-a).ln_1p() + (-b).ln_1p()).exp_m1();
+        let inf = union(self.inf, other.inf);
+        let all_inf = union(total_a, total_b).max(inf);
         let mut out = Pmf {
             h: self.h,
             lo: self
@@ -201,9 +218,12 @@ impl Pmf {
         // Upper tail folded below its loss: count it at +∞ too; lower tail folded upward: moved.
         out.inf_trunc += tail;
         out.moved_up += tail;
-        // Round-off: each spectral coefficient carries the transform's error, amplified n-fold by the
-        // power (|(z + e)^n − z^n| ≤ n|e| for |z| ≤ 1); see `convolve` for the calibrated model.
-        out.abs_err += nf * fft_round_off(l, l2 * l1);
+        // Round-off: a spectral coefficient's error e becomes n·z^{n−1}·e after the power. Only the
+        // ~L/W coefficients with |z|^n not negligible (W = width of the result) carry it, and the
+        // random errors of those add in quadrature across the L outputs, which gives a δ error of
+        // order n·σ/√L; the calibrated model of `convolve` is scaled by (1 + n/√L) accordingly and
+        // checked against the repeated-squaring path in the tests.
+        out.abs_err += fft_round_off(l, l2 * l1) * (1.0 + nf / (l as f64).sqrt());
         out.truncate_tails(TAIL_TRUNCATION);
         super::ctd::trim_zeros(&mut out);
         Ok(out)

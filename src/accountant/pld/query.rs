@@ -57,11 +57,18 @@ impl Side {
         }
     }
 
+    /// Upper δ: the finite part widened by its relative error bound, plus every mass at +∞, plus the
+    /// round-off bound. (The masses at +∞ are data or bounds already; they are not widened again.)
     fn delta_upper(&self, eps: f64) -> f64 {
-        rounding::prob_up(
-            (self.upper.delta(eps) + self.inf_upper) * (1.0 + self.rel) + self.abs,
-            4.0 * U,
-        )
+        self.widen(self.upper.delta(eps))
+    }
+
+    fn widen(&self, finite: f64) -> f64 {
+        let f = rounding::up(finite, self.rel + 4.0 * U);
+        if f == 0.0 && self.abs == 0.0 {
+            return self.inf_upper.min(1.0);
+        }
+        rounding::prob_up(f + self.inf_upper + self.abs, 2.0 * U)
     }
 
     /// [`Side::delta_upper`] at the grid point ε = j·h, read off the profile table in O(1).
@@ -70,10 +77,7 @@ impl Side {
         if i < 0 || i as usize >= self.upper.losses().len() {
             return self.delta_upper(eps);
         }
-        rounding::prob_up(
-            (self.upper.delta_at_atom(i as usize) + self.inf_upper) * (1.0 + self.rel) + self.abs,
-            4.0 * U,
-        )
+        self.widen(self.upper.delta_at_atom(i as usize))
     }
 
     fn delta_lower(&self, eps: f64) -> f64 {
@@ -83,11 +87,13 @@ impl Side {
     }
 
     fn epsilon_upper(&self, delta: f64) -> f64 {
-        let t = (delta - self.abs) / (1.0 + self.rel) - self.inf_upper;
-        let t = rounding::down(t, 4.0 * U);
-        if t < 0.0 {
+        // widen(F) ≤ δ ⟸ F ≤ (δ − p∞ − abs)(1 − 2U)/(1 + rel + 4U), rounded down once more.
+        let room = delta - self.inf_upper - self.abs;
+        if room < 0.0 {
             return f64::INFINITY;
         }
+        let t = rounding::down(room * (1.0 - 2.0 * U) / (1.0 + self.rel + 4.0 * U), 4.0 * U);
+        let t = t.max(0.0);
         let e = self.upper.epsilon_for_finite(t);
         if e <= 0.0 {
             return 0.0;

@@ -17,10 +17,55 @@ use crate::accountant::rounding::{self, U};
 use std::sync::Arc;
 
 /// Profile mass below which a continuous loss tail is cut (it goes to +∞): per mechanism, so even a
-/// ledger of 10⁶ events moves at most 1e-10 this way.
-pub const CTD_TAIL: f64 = 1e-16;
+/// composition of 10⁸ copies moves at most 1e-12 this way.
+pub const CTD_TAIL: f64 = 1e-20;
 
 type DeltaFn = Arc<dyn Fn(f64) -> f64 + Send + Sync>;
+
+/// Additive noise with unit-free scale (relative to the per-record contribution bound).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Noise {
+    /// N(0, σ²).
+    Gaussian(f64),
+    /// Laplace with scale b.
+    Laplace(f64),
+}
+
+impl Noise {
+    /// ln density up to a constant common to all shifts.
+    fn log_pdf(self, x: f64) -> f64 {
+        match self {
+            Noise::Gaussian(s) => -0.5 * (x / s) * (x / s),
+            Noise::Laplace(b) => -x.abs() / b,
+        }
+    }
+
+    /// ln P[N > x] up to the same constant as `log_pdf` (the constants cancel in every ratio used).
+    fn log_sf(self, x: f64) -> f64 {
+        match self {
+            Noise::Gaussian(s) => crate::accountant::normal::log_sf(x / s),
+            Noise::Laplace(b) => {
+                if x >= 0.0 {
+                    (0.5f64).ln() - x / b
+                } else {
+                    (-0.5 * (x / b).exp()).ln_1p()
+                }
+            }
+        }
+    }
+
+    /// The largest loss of the replace-one mixture pair, when bounded (Laplace).
+    fn max_mixture_loss(self, q: f64) -> Option<f64> {
+        match self {
+            Noise::Gaussian(_) => None,
+            Noise::Laplace(b) => {
+                let up = (q * (1.0 / b).exp_m1()).ln_1p(); // ln(q e^{1/b} + 1 − q)
+                let down = (q * (-1.0 / b).exp_m1()).ln_1p(); // ln(q e^{−1/b} + 1 − q)
+                Some(up - down)
+            }
+        }
+    }
+}
 
 /// One ordering of a pair.
 #[derive(Clone)]
@@ -116,6 +161,7 @@ impl Source {
             self.full_delta(true),
             self.rel_err,
             self.remove.inf,
+            self.remove.max_loss.is_some(),
         )?;
         let add = match &self.add {
             None => None,
@@ -126,6 +172,7 @@ impl Source {
                 self.full_delta(false),
                 self.rel_err,
                 s.inf,
+                s.max_loss.is_some(),
             )?),
         };
         let fix = |mut p: super::Pmf| {
@@ -269,15 +316,74 @@ impl Source {
         Self::atoms(atoms, delta)
     }
 
+    /// Additive noise subsampled under replace-one, exactly: with probability q the differing record
+    /// is in the sample and moves the output by +1 (D) or −1 (D′) units of its contribution bound,
+    /// so the pair is (q·N(1) + (1−q)·N(0), q·N(−1) + (1−q)·N(0)) for noise N (dp_accounting's
+    /// REPLACE adjacency; Balle, Barthe & Gaboardi 2018 §5). The loss L(x) is increasing in x, so
+    /// δ(ε) = P′(X > x*) − e^ε Q′(X > x*) at x* = inf{x : L(x) > ε}, found by bisection (δ is
+    /// stationary in the threshold at x*, so the bisection error does not enter to first order).
+    pub(crate) fn replace_mixture(noise: Noise, q: f64) -> Self {
+        let (lq, l1q) = (q.ln(), (-q).ln_1p());
+        let lse = |a: f64, b: f64| {
+            let m = a.max(b);
+            if m == f64::NEG_INFINITY {
+                m
+            } else {
+                m + ((a - m).exp() + (b - m).exp()).ln()
+            }
+        };
+        // ln of the mixture's density (up to the common normaliser) and of its upper tail.
+        let log_pdf =
+            move |x: f64, shift: f64| lse(lq + noise.log_pdf(x - shift), l1q + noise.log_pdf(x));
+        let log_tail =
+            move |x: f64, shift: f64| lse(lq + noise.log_sf(x - shift), l1q + noise.log_sf(x));
+        let loss = move |x: f64| log_pdf(x, 1.0) - log_pdf(x, -1.0);
+        let max_loss = noise.max_mixture_loss(q);
+        let delta = move |e: f64| {
+            if let Some(m) = max_loss {
+                if e >= m {
+                    return 0.0;
+                }
+            }
+            let mut hi = 1.0;
+            while loss(hi) <= e {
+                hi *= 2.0;
+                if hi > 1e9 {
+                    return 0.0;
+                }
+            }
+            let x = gdp::bisect_up(0.0, hi, |x| loss(x) > e);
+            let a = log_tail(x, 1.0);
+            let b = e + log_tail(x, -1.0);
+            if b >= a {
+                return 0.0;
+            }
+            let one_minus = -(b - a).exp_m1();
+            let v = a.exp() * one_minus;
+            let rel = 64.0 * U * (1.0 + a.abs() + b.abs()) * (1.0 + 1.0 / one_minus);
+            rounding::prob_up(v, rel)
+        };
+        Self::symmetric(
+            Side {
+                delta: Arc::new(delta),
+                inf: 0.0,
+                max_loss,
+            },
+            0.0,
+        )
+    }
+
     /// The profile of a composed inner PLD (for subsampling a composite event).
     pub(crate) fn from_pld(p: &Pld) -> Self {
         let side = |pmf: &super::Pmf| {
             let prof = Arc::new(pmf.profile(0.0));
             let inf_all = pmf.infinity_mass();
             let rel = pmf.rel_err + prof.rel_err();
+            // All of the inner +∞ mass (its own and truncated) is treated as the mechanism's here;
+            // the truncated part is accounted for the lower bound through `moved`.
             Side {
                 delta: Arc::new(move |e| rounding::prob_up(prof.delta(e) + inf_all, rel)),
-                inf: pmf.inf,
+                inf: inf_all,
                 max_loss: Some(pmf.max_loss()),
             }
         };
