@@ -392,3 +392,95 @@ fn de_et_al_cifar10_matches_the_published_figures() {
     );
     assert!((r.advantage - 0.56461).abs() < 1e-4, "{}", r.advantage);
 }
+
+mod state {
+    use super::*;
+    use privacy_ledger::accountant::composition::Composition;
+
+    fn ledger_events() -> Vec<Event> {
+        [
+            json!({"type": "poisson_sampled", "sampling_rate": 0.01,
+                   "event": {"type": "gaussian", "noise_multiplier": 1.1}}),
+            json!({"type": "gaussian", "noise_multiplier": 4.0}),
+            json!({"type": "laplace", "noise_multiplier": 5.0}),
+            json!({"type": "epsilon_delta", "epsilon": 0.1, "delta": 1e-12}),
+        ]
+        .into_iter()
+        .map(|v| Event::from_json(&v).unwrap())
+        .collect()
+    }
+
+    #[test]
+    fn charging_one_event_at_a_time_equals_composing_them_at_once() {
+        let events = ledger_events();
+        let mut one_by_one = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-4);
+        for _ in 0..5 {
+            for e in &events {
+                one_by_one.push(e, &JsonPath::root()).unwrap();
+            }
+        }
+        let all = Event::Composed {
+            events: (0..5).flat_map(|_| events.clone()).collect(),
+        };
+        let mut at_once = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-4);
+        at_once.push(&all, &JsonPath::root()).unwrap();
+        let (a, b) = (
+            one_by_one.guarantee().unwrap(),
+            at_once.guarantee().unwrap(),
+        );
+        for &d in &[1e-5, 1e-9] {
+            let (x, y) = (a.epsilon_bounds(d).1, b.epsilon_bounds(d).1);
+            assert!((x - y).abs() <= 1e-9 * x, "ε({d}): {x} vs {y}");
+        }
+        assert_eq!(one_by_one.invocations(), 20);
+    }
+
+    #[test]
+    fn the_state_round_trips_through_its_binary_form() {
+        let mut c = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-4);
+        for e in ledger_events() {
+            c.push(&e, &JsonPath::root()).unwrap();
+        }
+        let bytes = c.to_bytes();
+        let back = Composition::from_bytes(&bytes).unwrap();
+        assert_eq!(back, c);
+        let (a, b) = (c.guarantee().unwrap(), back.guarantee().unwrap());
+        assert_eq!(a.epsilon_bounds(1e-6), b.epsilon_bounds(1e-6));
+        // Compact: 8 bytes a grid point plus a small header.
+        let points = c.pld().unwrap().grid_points();
+        assert!(
+            bytes.len() < 8 * points + 4096,
+            "{} bytes for {points} points",
+            bytes.len()
+        );
+        // Corrupt input is rejected, not misread.
+        assert!(Composition::from_bytes(&bytes[..bytes.len() - 3]).is_err());
+        assert!(Composition::from_bytes(b"PLCS\x09\x00\x00\x00").is_err());
+        assert!(Composition::from_bytes(b"garbage").is_err());
+    }
+
+    #[test]
+    fn a_gaussian_ledger_stays_exact_and_never_builds_a_pld() {
+        let mut c = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-4);
+        let g = Event::from_json(&json!({"type": "gaussian", "noise_multiplier": 10.0})).unwrap();
+        for _ in 0..10_000 {
+            c.push(&g, &JsonPath::root()).unwrap();
+        }
+        assert!(c.is_analytic());
+        let m = c.guarantee().unwrap().mu(1e-10).upper.unwrap();
+        assert!((m - 10.0).abs() < 1e-12, "{m}");
+    }
+
+    #[test]
+    fn a_failed_push_leaves_the_state_unchanged() {
+        let mut c = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-4);
+        c.push(&ledger_events()[0], &JsonPath::root()).unwrap();
+        let before = c.clone();
+        let rr = Event::from_json(&json!({"type": "composed", "events": [
+            {"type": "gaussian", "noise_multiplier": 1.0},
+            {"type": "randomized_response", "noise_parameter": 0.5, "num_buckets": 2}]}))
+        .unwrap();
+        assert!(c.push(&rr, &JsonPath::root()).is_err());
+        assert_eq!(c, before);
+    }
+}

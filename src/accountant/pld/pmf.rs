@@ -530,3 +530,100 @@ mod tests {
         assert_eq!(fast_len(5), 6);
     }
 }
+
+#[cfg(test)]
+mod round_off_tests {
+    use super::*;
+    use crate::accountant::json::JsonPath;
+    use crate::accountant::pld::Pld;
+    use crate::accountant::{Event, NeighboringRelation};
+
+    fn pmf(ev: serde_json::Value, h: f64) -> Pmf {
+        let e = Event::from_json(&ev).unwrap();
+        Pld::from_event(
+            &e,
+            NeighboringRelation::AddOrRemoveOne,
+            h,
+            &JsonPath::root(),
+        )
+        .unwrap()
+        .remove
+    }
+
+    fn delta(p: &Pmf, eps: f64) -> f64 {
+        p.profile(0.0).delta(eps)
+    }
+
+    /// The calibrated FFT round-off model must cover the error measured against exact (direct,
+    /// relative-error) convolution of realistic PMFs by a factor of at least 10.
+    #[test]
+    fn fft_round_off_model_covers_measured_error_ten_times() {
+        let cases = [
+            (
+                serde_json::json!({"type": "poisson_sampled", "sampling_rate": 0.04,
+                    "event": {"type": "gaussian", "noise_multiplier": 1.5}}),
+                serde_json::json!({"type": "laplace", "noise_multiplier": 3.0}),
+            ),
+            (
+                serde_json::json!({"type": "gaussian", "noise_multiplier": 2.0}),
+                serde_json::json!({"type": "poisson_sampled", "sampling_rate": 0.3,
+                    "event": {"type": "gaussian", "noise_multiplier": 4.0}}),
+            ),
+        ];
+        for (a, b) in cases {
+            let (pa, pb) = (pmf(a, 1e-3), pmf(b, 1e-3));
+            assert!(
+                pa.len() * pb.len() > DIRECT_CONVOLUTION_WORK,
+                "must take the FFT path"
+            );
+            let (fft, err, _) = convolve(&pa.mass, &pb.mass);
+            let mut direct = vec![0.0; pa.len() + pb.len() - 1];
+            for (i, x) in pa.mass.iter().enumerate() {
+                for (j, y) in pb.mass.iter().enumerate() {
+                    direct[i + j] += x * y;
+                }
+            }
+            let mk = |mass: Vec<f64>| Pmf {
+                mass,
+                lo: pa.lo + pb.lo,
+                ..Pmf::identity(1e-3)
+            };
+            let (f, d) = (mk(fft), mk(direct));
+            let worst = (0..200)
+                .map(|i| (delta(&f, i as f64 * 0.05) - delta(&d, i as f64 * 0.05)).abs())
+                .fold(0.0, f64::max);
+            assert!(worst * 10.0 <= err, "measured {worst:e}, model {err:e}");
+        }
+    }
+
+    /// One FFT power and repeated squaring must agree within their stated bounds.
+    #[test]
+    fn power_and_squaring_agree_within_their_bounds() {
+        let p = pmf(
+            serde_json::json!({"type": "poisson_sampled", "sampling_rate": 0.05,
+                "event": {"type": "gaussian", "noise_multiplier": 1.0}}),
+            1e-3,
+        );
+        for n in [2u64, 17, 300, 2000] {
+            let a = p.self_compose(n).unwrap();
+            let b = p.self_compose_by_squaring(n).unwrap();
+            let allowed = a.abs_err
+                + b.abs_err
+                + (a.infinity_mass() - b.infinity_mass()).abs()
+                + a.moved_up
+                + b.moved_up;
+            for i in 0..100 {
+                let e = i as f64 * 0.1;
+                let (da, db) = (
+                    delta(&a, e) + a.infinity_mass(),
+                    delta(&b, e) + b.infinity_mass(),
+                );
+                let tol = allowed + 1e-9 * da.max(db);
+                assert!(
+                    (da - db).abs() <= tol,
+                    "n = {n}, ε = {e}: {da:e} vs {db:e} (allowed {tol:e})"
+                );
+            }
+        }
+    }
+}
