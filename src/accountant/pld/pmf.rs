@@ -202,15 +202,22 @@ impl Pmf {
         }
         let l = fast_len((width as usize).max(len));
         let mut spec = forward(&self.mass, l);
+        // |z|^n below e^{−800} (relative to the DC term, ≤ 1) is exactly 0 in double precision.
+        let cut = -800.0 / nf;
         for z in spec.iter_mut() {
-            *z = cpow(*z, n);
+            let r2 = z.norm_sqr();
+            *z = if r2 > 0.0 && 0.5 * r2.ln() > cut {
+                cpow(*z, n)
+            } else {
+                realfft::num_complex::Complex::new(0.0, 0.0)
+            };
         }
         let circ = inverse(spec, l);
-        let start = a_lo as u128;
+        let start = (a_lo as u128 % l as u128) as usize;
         let scale = 1.0 / l as f64;
-        let mass: Vec<f64> = (0..l)
-            .map(|k| (circ[((start + k as u128) % l as u128) as usize] * scale).max(0.0))
-            .collect();
+        let mut mass: Vec<f64> = Vec::with_capacity(l);
+        mass.extend(circ[start..].iter().map(|v| (v * scale).max(0.0)));
+        mass.extend(circ[..start].iter().map(|v| (v * scale).max(0.0)));
         let (l2, l1) = norms(&self.mass);
         let mut out = base;
         out.lo = (lo + a_lo as i128) as i64;

@@ -54,6 +54,25 @@ impl Noise {
         }
     }
 
+    /// The threshold x* with L(x*) = ε in closed form where there is one (Gaussian). With
+    /// y = e^{x/σ²}, c = e^{−1/(2σ²)}, r = 1 − q, L = ε reads q c y² − r(e^ε − 1) y − e^ε q c = 0, so
+    /// y = (r(e^ε − 1) + √(r²(e^ε − 1)² + 4q²c²e^ε)) / (2qc).
+    fn threshold(self, q: f64, eps: f64) -> Option<f64> {
+        match self {
+            Noise::Gaussian(s) if eps < 700.0 => {
+                let s2 = s * s;
+                let a = (1.0 - q) * eps.exp_m1();
+                let ln_b = q.ln() - 0.5 / s2; // ln(qc)
+                                              // ln y = ln(a + √(a² + 4b²e^ε)) − ln(2b), with b = qc, in a scaled form.
+                let b = ln_b.exp();
+                let root = a + (a * a + 4.0 * b * b * eps.exp()).sqrt();
+                let ln_y = root.ln() - (2.0f64).ln() - ln_b;
+                ln_y.is_finite().then_some(s2 * ln_y)
+            }
+            _ => None,
+        }
+    }
+
     /// The largest loss of the replace-one mixture pair, when bounded (Laplace).
     fn max_mixture_loss(self, q: f64) -> Option<f64> {
         match self {
@@ -345,14 +364,19 @@ impl Source {
                     return 0.0;
                 }
             }
-            let mut hi = 1.0;
-            while loss(hi) <= e {
-                hi *= 2.0;
-                if hi > 1e9 {
-                    return 0.0;
+            let x = match noise.threshold(q, e) {
+                Some(x) => x,
+                None => {
+                    let mut hi = 1.0;
+                    while loss(hi) <= e {
+                        hi *= 2.0;
+                        if hi > 1e9 {
+                            return 0.0;
+                        }
+                    }
+                    gdp::bisect_up(0.0, hi, |x| loss(x) > e)
                 }
-            }
-            let x = gdp::bisect_up(0.0, hi, |x| loss(x) > e);
+            };
             let a = log_tail(x, 1.0);
             let b = e + log_tail(x, -1.0);
             if b >= a {
