@@ -1,6 +1,8 @@
 //! The `privacy-ledger` binary: parses the command line and dispatches.
 
 use clap::{Parser, Subcommand};
+use privacy_ledger::app::{init_tracing, Application};
+use privacy_ledger::config::ServeConfig;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -17,11 +19,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the HTTP service (embedded SQLite store by default).
+    Serve(ServeConfig),
+    /// Print the OpenAPI document.
+    Openapi,
     /// Compose a list of events and print the privacy report (JSON) for it.
     ///
     /// Input: {"events": [...], "neighboring_relation": "add_or_remove_one" | "replace_one",
-    /// "deltas": [...], "epsilons": [...], "alphas": [...], "delta_slack": 1e-10}; only "events" is
-    /// required. Reads FILE, or standard input when FILE is "-" or absent.
+    /// "deltas": [...], "epsilons": [...], "alphas": [...], "delta_slack": 1e-10,
+    /// "grid_step": 1e-4}; only "events" is required. Reads FILE, or standard input when FILE is
+    /// "-" or absent.
     Account {
         /// Input file ("-" for standard input).
         file: Option<PathBuf>,
@@ -31,6 +38,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve(cfg) => serve(cfg),
+        Command::Openapi => {
+            println!("{}", privacy_ledger::http::openapi_json());
+            ExitCode::SUCCESS
+        }
         Command::Account { file } => match privacy_ledger::cli::account(file.as_deref()) {
             Ok(out) => {
                 println!("{out}");
@@ -48,4 +60,34 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+fn serve(cfg: ServeConfig) -> ExitCode {
+    init_tracing(cfg.log_format);
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async {
+        let app = match Application::build(&cfg).await {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        // Tests and scripts read this line to find the port.
+        println!("listening on {}", app.local_addr());
+        tracing::info!(addr = %app.local_addr(), database = %cfg.database_url, "serving");
+        match app.run_until_stopped().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
 }

@@ -19,8 +19,10 @@
 //! pushed toward more privacy loss, and each function's `# Soundness` section for its direction.
 
 pub mod analytic;
+pub mod calibrate;
 pub mod clt;
 pub mod composition;
+pub mod dp_event;
 pub mod epsilon_delta;
 pub mod event;
 pub mod gdp;

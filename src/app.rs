@@ -1,0 +1,112 @@
+//! Wiring: build the application from its configuration, serve it, shut down gracefully.
+
+use crate::config::{LogFormat, ServeConfig};
+use crate::http::{self, AppState, Limits};
+use crate::ledger::Ledgers;
+use crate::store::{sqlite::SqliteStore, Store, StoreError};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// The process-wide Prometheus recorder (installed once, shared by every router built here).
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed (tests); then ours just stays empty.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+/// Opens the store named by a database URL.
+pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(SqliteStore::connect(url).await?))
+    } else {
+        Err(StoreError::Unavailable(format!(
+            "unsupported database URL {url:?}: use sqlite://FILE"
+        )))
+    }
+}
+
+/// The application state over a store.
+pub fn state(store: Arc<dyn Store>, default_grid_step: f64) -> AppState {
+    AppState {
+        ledgers: Arc::new(Ledgers::new(store)),
+        metrics: metrics_handle(),
+        default_grid_step,
+    }
+}
+
+/// Initialises logging.
+pub fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+/// A built application: bound, not yet serving.
+pub struct Application {
+    listener: TcpListener,
+    router: axum::Router,
+}
+
+impl Application {
+    /// Opens the store (creating an SQLite file with its schema if needed) and binds the listener.
+    pub async fn build(cfg: &ServeConfig) -> Result<Self, String> {
+        cfg.validate()?;
+        let store = open_store(&cfg.database_url)
+            .await
+            .map_err(|e| format!("cannot open {}: {e}", cfg.database_url))?;
+        let limits = Limits {
+            max_body_bytes: cfg.max_body_bytes,
+            request_timeout: Duration::from_secs(cfg.request_timeout_secs),
+        };
+        let router = http::router(state(store, cfg.default_grid_step), limits);
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+        Ok(Application { listener, router })
+    }
+
+    /// The bound address (port 0 resolves here).
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.listener.local_addr().expect("bound")
+    }
+
+    /// Serves until SIGINT/SIGTERM, then finishes in-flight requests.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

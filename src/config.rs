@@ -1,0 +1,64 @@
+//! Configuration of `privacy-ledger serve`: flags with environment fallbacks, validated once.
+
+use clap::{Args, ValueEnum};
+use std::net::SocketAddr;
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `serve` options.
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    /// Address to listen on.
+    #[arg(long, env = "PRIVACY_LEDGER_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Database URL: `sqlite://FILE` (created with its schema on first start) or `postgres://...`.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "sqlite://privacy-ledger.db"
+    )]
+    pub database_url: String,
+    /// Grid step of the numerical accountant for datasets created without one.
+    #[arg(long, env = "PRIVACY_LEDGER_DEFAULT_GRID_STEP", default_value_t = crate::accountant::pld::DEFAULT_GRID_STEP)]
+    pub default_grid_step: f64,
+    /// Largest request body accepted, in bytes (413 beyond).
+    #[arg(long, env = "PRIVACY_LEDGER_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Longest a request may take, in seconds (408 beyond).
+    #[arg(
+        long,
+        env = "PRIVACY_LEDGER_REQUEST_TIMEOUT_SECS",
+        default_value_t = 60
+    )]
+    pub request_timeout_secs: u64,
+    /// Log format.
+    #[arg(
+        long,
+        env = "PRIVACY_LEDGER_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+impl ServeConfig {
+    /// Checks values clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        crate::accountant::report::check_grid_step(self.default_grid_step)
+            .map_err(|r| format!("--default-grid-step {r}"))?;
+        if self.max_body_bytes < 1024 {
+            return Err("--max-body-bytes must be at least 1024".into());
+        }
+        if self.request_timeout_secs == 0 {
+            return Err("--request-timeout-secs must be at least 1".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,227 @@
+//! The one place errors become HTTP responses: `{error, message, details}` for every 4xx/5xx.
+
+use crate::accountant::{AccountantError, InputError};
+use crate::ledger::LedgerError;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
+
+/// The error body of every 4xx/5xx response.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// Machine-readable code, e.g. `invalid_field`, `not_found`, `budget_exceeded`.
+    #[schema(example = "invalid_field")]
+    pub error: String,
+    /// Human-readable explanation.
+    #[schema(example = "$.event.noise_multiplier: must be a finite number > 0, got -1")]
+    pub message: String,
+    /// Structured details (for input errors: `path` and `reason`).
+    #[schema(value_type = Object)]
+    pub details: Value,
+}
+
+/// The 409 body when a charge does not fit the budget (the error fields plus the figures).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BudgetExceededBody {
+    #[schema(example = "budget_exceeded")]
+    pub error: String,
+    pub message: String,
+    /// μ of the ledger with the charge; null when no finite μ holds within the δ slack.
+    pub mu_after: Option<f64>,
+    pub mu_budget: f64,
+    pub mu_spent: f64,
+    pub remaining_mu: f64,
+    #[schema(value_type = Object)]
+    pub details: Value,
+}
+
+/// An error on its way to the client.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    details: Value,
+    extra: Map<String, Value>,
+}
+
+impl ApiError {
+    /// An error with a status, a code and a message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            details: json!({}),
+            extra: Map::new(),
+        }
+    }
+
+    /// Adds structured details.
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = details;
+        self
+    }
+
+    /// A 422 naming a query parameter or header.
+    pub fn invalid_param(location: &str, reason: impl Into<String>) -> Self {
+        let reason = reason.into();
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+            format!("{location}: {reason}"),
+        )
+        .with_details(json!({"path": location, "reason": reason}))
+    }
+}
+
+impl From<InputError> for ApiError {
+    fn from(e: InputError) -> Self {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+            e.to_string(),
+        )
+        .with_details(json!({"path": e.path, "reason": e.reason}))
+    }
+}
+
+impl From<AccountantError> for ApiError {
+    fn from(e: AccountantError) -> Self {
+        match e {
+            AccountantError::Input(i) => i.into(),
+            AccountantError::TooLarge {
+                ref path,
+                ref reason,
+            } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "too_large", e.to_string())
+                .with_details(json!({"path": path, "reason": reason})),
+            AccountantError::Unsupported {
+                ref path,
+                ref reason,
+            } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unsupported_event",
+                e.to_string(),
+            )
+            .with_details(json!({"path": path, "reason": reason})),
+            AccountantError::NeedsNumericalEngine { ref path, .. } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unsupported_event",
+                e.to_string(),
+            )
+            .with_details(json!({"path": path})),
+        }
+    }
+}
+
+impl From<LedgerError> for ApiError {
+    fn from(e: LedgerError) -> Self {
+        match e {
+            LedgerError::NotFound(id) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("dataset {id:?} does not exist"),
+            )
+            .with_details(json!({"id": id})),
+            LedgerError::AlreadyExists(id) => ApiError::new(
+                StatusCode::CONFLICT,
+                "already_exists",
+                format!("dataset {id:?} already exists"),
+            )
+            .with_details(json!({"id": id})),
+            LedgerError::BudgetExceeded(r) => {
+                let details = serde_json::to_value(&*r).unwrap_or_default();
+                let mut err =
+                    ApiError::new(StatusCode::CONFLICT, "budget_exceeded", r.reason.clone())
+                        .with_details(details.clone());
+                if let Value::Object(m) = details {
+                    for k in ["mu_after", "mu_budget", "mu_spent", "remaining_mu"] {
+                        if let Some(v) = m.get(k) {
+                            err.extra.insert(k.to_owned(), v.clone());
+                        }
+                    }
+                }
+                err
+            }
+            LedgerError::IdempotencyKeyReused(key) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                format!(
+                    "Idempotency-Key {key:?} was already used with a different request body; \
+                     use a new key for a new charge"
+                ),
+            )
+            .with_details(json!({"idempotency_key": key})),
+            LedgerError::Accountant(a) => a.into(),
+            LedgerError::Unavailable(source) => {
+                tracing::warn!(error = %source, "store unavailable");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    "the ledger store is unavailable; retry later",
+                )
+            }
+            LedgerError::Busy => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                "too many concurrent writers on this dataset; retry",
+            ),
+            LedgerError::Internal(m) => {
+                tracing::error!(error = %m, "internal error");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "something went wrong on our side",
+                )
+            }
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        let status = r.status();
+        let code = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+            _ => "malformed_json",
+        };
+        let status = if status == StatusCode::UNPROCESSABLE_ENTITY {
+            StatusCode::BAD_REQUEST
+        } else {
+            status
+        };
+        ApiError::new(status, code, r.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = Map::new();
+        body.insert("error".into(), json!(self.code));
+        body.insert("message".into(), json!(self.message));
+        body.insert("details".into(), self.details);
+        body.extend(self.extra);
+        (self.status, axum::Json(Value::Object(body))).into_response()
+    }
+}
+
+/// The JSON body for a bare status produced by a layer (timeout, unknown route, panic): keeps the
+/// one error shape for every 4xx/5xx.
+pub fn for_status(status: StatusCode) -> ApiError {
+    let (code, message) = match status {
+        StatusCode::NOT_FOUND => ("not_found", "no such route"),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            ("method_not_allowed", "method not allowed on this route")
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "the request body is too large"),
+        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
+        StatusCode::SERVICE_UNAVAILABLE => ("unavailable", "the service is unavailable"),
+        s if s.is_server_error() => ("internal", "something went wrong on our side"),
+        _ => ("error", "the request failed"),
+    };
+    ApiError::new(status, code, message)
+}

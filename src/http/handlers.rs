@@ -1,0 +1,375 @@
+//! Handlers: extract, parse into domain types, call the ledger, convert to wire types.
+
+use super::error::{ApiError, BudgetExceededBody, ErrorBody};
+use super::wire::*;
+use super::{ApiJson, AppState};
+use crate::accountant::report::{
+    check_alpha, check_delta, check_epsilon, AccountRequest, ReportOptions, MAX_POINTS,
+};
+use crate::ledger::input::{self, ChargeRequest, NewDataset};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::Value;
+use std::collections::HashMap;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// Page size bounds.
+const MAX_PAGE: i64 = 1000;
+const DEFAULT_PAGE: i64 = 100;
+
+fn page_limit(q: &HashMap<String, String>) -> ApiResult<i64> {
+    match q.get("limit") {
+        None => Ok(DEFAULT_PAGE),
+        Some(s) => s
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| {
+                ApiError::invalid_param(
+                    "query.limit",
+                    format!("must be a whole number in [1, {MAX_PAGE}]"),
+                )
+            }),
+    }
+}
+
+fn number_list(
+    q: &HashMap<String, String>,
+    name: &str,
+    check: fn(f64) -> Result<f64, String>,
+) -> ApiResult<Option<Vec<f64>>> {
+    let Some(s) = q.get(name) else {
+        return Ok(None);
+    };
+    let parts: Vec<&str> = s.split(',').filter(|p| !p.trim().is_empty()).collect();
+    if parts.len() > MAX_POINTS {
+        return Err(ApiError::invalid_param(
+            &format!("query.{name}"),
+            format!("at most {MAX_POINTS} values"),
+        ));
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let loc = format!("query.{name}[{i}]");
+            let x: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| ApiError::invalid_param(&loc, format!("{p:?} is not a number")))?;
+            check(x).map_err(|r| ApiError::invalid_param(&loc, r))
+        })
+        .collect::<ApiResult<Vec<f64>>>()
+        .map(Some)
+}
+
+fn unknown_params(q: &HashMap<String, String>, allowed: &[&str]) -> ApiResult<()> {
+    match q.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::invalid_param(
+            &format!("query.{k}"),
+            format!("unknown parameter; allowed: {}", allowed.join(", ")),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
+    match headers.get("idempotency-key") {
+        None => Ok(None),
+        Some(v) => {
+            let s = v
+                .to_str()
+                .map_err(|_| ApiError::invalid_param("header.Idempotency-Key", "must be ASCII"))?;
+            input::idempotency_key(s)
+                .map(Some)
+                .map_err(|r| ApiError::invalid_param("header.Idempotency-Key", r))
+        }
+    }
+}
+
+/// Create a dataset with a μ-GDP budget.
+#[utoipa::path(post, path = "/v1/datasets", tag = "datasets",
+    request_body = CreateDatasetRequest,
+    responses(
+        (status = 201, description = "Created", body = Dataset),
+        (status = 409, description = "A dataset with this id exists", body = ErrorBody),
+        (status = "4XX", description = "Invalid request", body = ErrorBody),
+        (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn create_dataset(
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<impl IntoResponse> {
+    let d = NewDataset::from_json(&body, s.default_grid_step)?;
+    let v = s.ledgers.create_dataset(d).await?;
+    Ok((StatusCode::CREATED, Json(Dataset::from(&v))))
+}
+
+/// List datasets by id (paginated: `limit`, `cursor`).
+#[utoipa::path(get, path = "/v1/datasets", tag = "datasets",
+    params(("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100)"),
+           ("cursor" = Option<String>, Query, description = "The next_cursor of the previous page")),
+    responses((status = 200, description = "A page of datasets", body = DatasetPage),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn list_datasets(
+    State(s): State<AppState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<DatasetPage>> {
+    unknown_params(&q, &["limit", "cursor"])?;
+    let limit = page_limit(&q)?;
+    let (items, next) = s
+        .ledgers
+        .list_datasets(q.get("cursor").map(String::as_str), limit)
+        .await?;
+    Ok(Json(DatasetPage {
+        items: items.iter().map(Dataset::from).collect(),
+        next_cursor: next,
+    }))
+}
+
+/// A dataset: budget, μ spent with its bracket, remaining μ, number of charges.
+#[utoipa::path(get, path = "/v1/datasets/{id}", tag = "datasets",
+    params(("id" = String, Path, description = "Dataset id")),
+    responses((status = 200, description = "The dataset", body = Dataset),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn get_dataset(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Dataset>> {
+    Ok(Json(Dataset::from(&s.ledgers.get_dataset(&id).await?)))
+}
+
+/// Change a dataset's budget (recorded in the ledger).
+#[utoipa::path(patch, path = "/v1/datasets/{id}", tag = "datasets",
+    params(("id" = String, Path, description = "Dataset id")),
+    request_body = UpdateDatasetRequest,
+    responses((status = 200, description = "The updated dataset", body = Dataset),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn update_dataset(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<Json<Dataset>> {
+    let budget = input::budget_patch(&body)?;
+    Ok(Json(Dataset::from(
+        &s.ledgers.update_budget(&id, budget).await?,
+    )))
+}
+
+/// Charge a mechanism to a dataset: 201 when admitted, 409 `budget_exceeded` when not (nothing
+/// written). With an `Idempotency-Key` header a retry returns the first outcome and charges nothing.
+#[utoipa::path(post, path = "/v1/datasets/{id}/charges", tag = "charges",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+    request_body = ChargeRequestWire,
+    responses((status = 201, description = "Admitted and recorded", body = ChargeCreated),
+              (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = ChargeCreated),
+              (status = 409, description = "The charge does not fit the budget", body = BudgetExceededBody),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = 422, description = "Invalid event, or Idempotency-Key reused with another body", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn create_charge(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<impl IntoResponse> {
+    let req = ChargeRequest::from_json(&body, idempotency_key(&headers)?)?;
+    let out = s.ledgers.charge(&id, req).await?;
+    let status = if out.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(out.body)))
+}
+
+/// The ledger's entries in order: charges and budget changes (paginated: `limit`, `after`).
+#[utoipa::path(get, path = "/v1/datasets/{id}/charges", tag = "charges",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100)"),
+           ("after" = Option<i64>, Query, description = "Return entries with seq > after")),
+    responses((status = 200, description = "A page of entries", body = EntryPage),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn list_charges(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<EntryPage>> {
+    unknown_params(&q, &["limit", "after"])?;
+    let limit = page_limit(&q)?;
+    let after =
+        match q.get("after") {
+            None => 0,
+            Some(a) => a.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+                ApiError::invalid_param("query.after", "must be a whole number ≥ 0")
+            })?,
+        };
+    let (items, next) = s.ledgers.list_entries(&id, after, limit).await?;
+    Ok(Json(EntryPage {
+        items: items.iter().map(Entry::from).collect(),
+        next_cursor: next,
+    }))
+}
+
+/// What a charge would do to the dataset's budget; nothing is written.
+#[utoipa::path(post, path = "/v1/datasets/{id}/charges/preview", tag = "charges",
+    params(("id" = String, Path, description = "Dataset id")),
+    request_body = ChargeRequestWire,
+    responses((status = 200, description = "The outcome the charge would have", body = PreviewWire),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn preview_charge(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<Json<PreviewWire>> {
+    let req = ChargeRequest::from_json(&body, None)?;
+    Ok(Json(PreviewWire::from(&s.ledgers.preview(&id, req).await?)))
+}
+
+fn report_options(q: &HashMap<String, String>) -> ApiResult<ReportOptions> {
+    let mut o = ReportOptions::default();
+    if let Some(v) = number_list(q, "deltas", check_delta)? {
+        o.deltas = v;
+    }
+    if let Some(v) = number_list(q, "epsilons", check_epsilon)? {
+        o.epsilons = v;
+    }
+    if let Some(v) = number_list(q, "alphas", check_alpha)? {
+        o.alphas = v;
+    }
+    Ok(o)
+}
+
+/// The privacy report of a dataset: μ with bracket and regret, ε(δ), δ(ε), advantage, the
+/// trade-off curve, the Tier-II table and the CLT estimate (approximate).
+#[utoipa::path(get, path = "/v1/datasets/{id}/report", tag = "reports",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("deltas" = Option<String>, Query, description = "Comma-separated δ values for ε(δ)"),
+           ("epsilons" = Option<String>, Query, description = "Comma-separated ε values for δ(ε)"),
+           ("alphas" = Option<String>, Query, description = "Comma-separated α values for the trade-off curve")),
+    responses((status = 200, description = "The report", body = ReportWire),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn get_report(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<ReportWire>> {
+    unknown_params(&q, &["deltas", "epsilons", "alphas"])?;
+    let opts = report_options(&q)?;
+    Ok(Json(ReportWire::from(&s.ledgers.report(&id, opts).await?)))
+}
+
+/// `points` α values: half log-spaced over [1e-10, 1e-2), half evenly over [1e-2, 1].
+fn curve_alphas(points: usize) -> Vec<f64> {
+    let low = points / 2;
+    let high = points - low;
+    let mut a: Vec<f64> = (0..low)
+        .map(|i| 10f64.powf(-10.0 + 8.0 * i as f64 / low.max(1) as f64))
+        .collect();
+    a.extend((0..high).map(|i| 0.01 + 0.99 * i as f64 / (high.max(2) - 1) as f64));
+    a
+}
+
+/// The dataset's symmetrised trade-off curve f(α) and G_μ(α) at the same α: `points=N` spread over
+/// [1e-10, 1], or `alpha=a1,a2,...`.
+#[utoipa::path(get, path = "/v1/datasets/{id}/tradeoff", tag = "reports",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("points" = Option<usize>, Query, description = "Number of α values (2-10000, default 100)"),
+           ("alpha" = Option<String>, Query, description = "Comma-separated α values")),
+    responses((status = 200, description = "The curve", body = TradeoffWire),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn get_tradeoff(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<TradeoffWire>> {
+    unknown_params(&q, &["points", "alpha"])?;
+    let alphas = match (number_list(&q, "alpha", check_alpha)?, q.get("points")) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid_param(
+                "query.points",
+                "give either points or alpha, not both",
+            ))
+        }
+        (Some(a), None) => a,
+        (None, Some(p)) => {
+            let n = p
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (2..=10_000).contains(n))
+                .ok_or_else(|| {
+                    ApiError::invalid_param("query.points", "must be a whole number in [2, 10000]")
+                })?;
+            curve_alphas(n)
+        }
+        (None, None) => curve_alphas(100),
+    };
+    let opts = ReportOptions {
+        alphas,
+        deltas: vec![],
+        epsilons: vec![],
+        ..ReportOptions::default()
+    };
+    let r = ReportWire::from(&s.ledgers.report(&id, opts).await?);
+    Ok(Json(TradeoffWire {
+        mu: r.mu,
+        alpha_star: r.tier2.alpha_star,
+        points: r.tradeoff,
+    }))
+}
+
+/// The report for a list of events, stateless (nothing is stored).
+#[utoipa::path(post, path = "/v1/accountant/compose", tag = "accountant",
+    request_body = ComposeRequest,
+    responses((status = 200, description = "The report", body = ReportWire),
+              (status = "4XX", description = "Invalid request", body = ErrorBody)))]
+pub async fn compose(
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<Json<ReportWire>> {
+    let req = AccountRequest::from_json(&body)?;
+    Ok(Json(ReportWire::from(&s.ledgers.compose(req).await?)))
+}
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "Alive", body = Object)))]
+pub async fn healthz() -> Json<Value> {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+/// Readiness: the store answers.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses((status = 200, description = "Ready", body = Object),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Value>> {
+    s.ledgers.ready().await?;
+    Ok(Json(serde_json::json!({"status": "ready"})))
+}
+
+/// Prometheus metrics.
+pub async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        s.metrics.render(),
+    )
+}

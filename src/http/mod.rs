@@ -1,0 +1,197 @@
+//! The HTTP edge: router, extractors, OpenAPI, docs page, middleware.
+
+pub mod error;
+pub mod handlers;
+pub mod wire;
+
+use crate::ledger::Ledgers;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use error::ApiError;
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::sync::Arc;
+use std::time::Duration;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Shared state of every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub ledgers: Arc<Ledgers>,
+    pub metrics: PrometheusHandle,
+    /// Grid step for datasets created without one.
+    pub default_grid_step: f64,
+}
+
+/// Limits applied to every request.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+    /// Longest a request may take (408 beyond).
+    pub request_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 1024 * 1024,
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// `axum::Json` whose rejections use the API's error shape.
+#[derive(FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct ApiJson<T>(pub T);
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "privacy-ledger",
+        description = "Differential-privacy budgets kept exactly: each dataset has a μ-GDP budget; \
+            charges (mechanism invocations) are composed with everything spent before and admitted \
+            or rejected atomically. Reports give μ, ε(δ), δ(ε), the trade-off curve and attack risk, \
+            each as a sound bracket.",
+        license(name = "Apache-2.0")
+    ),
+    tags(
+        (name = "datasets", description = "Datasets and their budgets"),
+        (name = "charges", description = "The budget gate: charge, preview, ledger"),
+        (name = "reports", description = "What was spent, in the research's terms"),
+        (name = "accountant", description = "Stateless accounting"),
+        (name = "operations", description = "Health and readiness")
+    )
+)]
+struct ApiDoc;
+
+/// The routes with their OpenAPI description (one source for both, so they cannot diverge).
+fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(handlers::create_dataset, handlers::list_datasets))
+        .routes(routes!(handlers::get_dataset, handlers::update_dataset))
+        .routes(routes!(handlers::create_charge, handlers::list_charges))
+        .routes(routes!(handlers::preview_charge))
+        .routes(routes!(handlers::get_report))
+        .routes(routes!(handlers::get_tradeoff))
+        .routes(routes!(handlers::compose))
+        .routes(routes!(handlers::healthz))
+        .routes(routes!(handlers::readyz))
+}
+
+/// The OpenAPI document, as committed at `openapi/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api().split_for_parts().1
+}
+
+/// The OpenAPI document as pretty JSON (what `privacy-ledger openapi` prints).
+pub fn openapi_json() -> String {
+    openapi().to_pretty_json().expect("the spec serialises")
+}
+
+/// Gives bare error statuses from layers (timeouts, unknown routes, panics) the API's JSON shape.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let res = next.run(req).await;
+    let status = res.status();
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if (status.is_client_error() || status.is_server_error()) && !is_json {
+        let mut out = error::for_status(status).into_response();
+        if let Some(id) = res.headers().get("x-request-id") {
+            out.headers_mut().insert("x-request-id", id.clone());
+        }
+        return out;
+    }
+    res
+}
+
+/// The application router (what tests drive with `oneshot` and `serve` binds).
+pub fn router(state: AppState, limits: Limits) -> Router {
+    let (api, spec) = api().split_for_parts();
+    let spec = Arc::new(spec.to_pretty_json().expect("the spec serialises"));
+    api.route(
+        "/openapi.json",
+        get(move || {
+            let spec = spec.clone();
+            async move {
+                (
+                    [(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    )],
+                    (*spec).clone(),
+                )
+            }
+        }),
+    )
+    .route("/docs", get(|| async { Html(DOCS_PAGE) }))
+    .route("/metrics", get(handlers::metrics))
+    .fallback(|| async { error::for_status(StatusCode::NOT_FOUND) })
+    .with_state(state)
+    .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+    .layer(middleware::from_fn(json_errors))
+    .layer(TimeoutLayer::with_status_code(
+        StatusCode::REQUEST_TIMEOUT,
+        limits.request_timeout,
+    ))
+    .layer(CatchPanicLayer::new())
+    .layer(PropagateRequestIdLayer::x_request_id())
+    .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+        let id = req
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-");
+        tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+    }))
+    .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+}
+
+/// A browsable view of the spec that needs nothing from the network: it fetches `/openapi.json`
+/// and renders the operations and schemas with a few lines of plain JavaScript.
+const DOCS_PAGE: &str = r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>privacy-ledger API</title>
+<style>
+body{font:15px/1.45 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
+h1{font-size:1.5rem} details{border:1px solid #ddd;border-radius:6px;margin:.4rem 0;padding:.3rem .7rem}
+summary{cursor:pointer} code,pre{font:13px ui-monospace,monospace} pre{background:#f6f6f6;padding:.5rem;overflow:auto}
+.m{display:inline-block;min-width:4.2rem;font-weight:600}.get{color:#06c}.post{color:#080}.patch{color:#b60}
+</style></head><body>
+<h1>privacy-ledger API</h1><p id="desc"></p><p>Machine-readable spec: <a href="/openapi.json">/openapi.json</a></p>
+<div id="ops"></div><h2>Schemas</h2><div id="schemas"></div>
+<script>
+fetch('/openapi.json').then(r=>r.json()).then(s=>{
+  document.getElementById('desc').textContent=s.info.description||'';
+  const ops=document.getElementById('ops');
+  for(const [path,item] of Object.entries(s.paths)){
+    for(const [method,op] of Object.entries(item)){
+      const d=document.createElement('details');
+      const sm=document.createElement('summary');
+      sm.innerHTML='<span class="m '+method+'">'+method.toUpperCase()+'</span> <code></code> — ';
+      sm.querySelector('code').textContent=path;
+      sm.append(document.createTextNode(op.summary||''));
+      const pre=document.createElement('pre');
+      pre.textContent=JSON.stringify({description:op.description,parameters:op.parameters,requestBody:op.requestBody,responses:op.responses},null,2);
+      d.append(sm,pre);ops.append(d);
+    }
+  }
+  const sc=document.getElementById('schemas');
+  for(const [name,schema] of Object.entries((s.components||{}).schemas||{})){
+    const d=document.createElement('details');const sm=document.createElement('summary');
+    sm.textContent=name;const pre=document.createElement('pre');pre.textContent=JSON.stringify(schema,null,2);
+    d.append(sm,pre);sc.append(d);
+  }
+});
+</script></body></html>"#;

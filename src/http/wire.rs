@@ -1,0 +1,318 @@
+//! Wire types: the JSON the API exchanges, with their OpenAPI schemas.
+//!
+//! Request bodies are parsed field by field by `ledger::input` (so errors name the JSON path); the
+//! request types here document them. Response types mirror the ledger's views and the accountant's
+//! report; `tests` check that the mirrors serialise exactly like the originals, so the spec cannot
+//! drift from what the service sends.
+
+use crate::accountant::report::Report;
+use crate::ledger::{ChargeView, DatasetView, EntryView, Preview};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// A μ-GDP budget.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct BudgetWire {
+    /// The μ the ledger may reach.
+    #[schema(example = 1.0)]
+    pub mu: f64,
+    /// The δ slack that mass at +∞ privacy loss may use (default 1e-10, at most 1e-3).
+    #[schema(example = 1e-10)]
+    pub delta: Option<f64>,
+}
+
+/// `POST /v1/datasets`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"id": "census-2030", "budget": {"mu": 1.0}, "neighboring_relation": "add_or_remove_one", "description": "training data"}))]
+pub struct CreateDatasetRequest {
+    /// 1-128 characters from A-Z, a-z, 0-9, '.', '_' and '-'.
+    #[schema(example = "census-2030")]
+    pub id: String,
+    pub budget: BudgetWire,
+    /// `add_or_remove_one` (default) or `replace_one`.
+    #[schema(example = "add_or_remove_one")]
+    pub neighboring_relation: Option<String>,
+    pub description: Option<String>,
+    /// Grid step of the numerical accountant (default 1e-4).
+    #[schema(example = 1e-4)]
+    pub grid_step: Option<f64>,
+}
+
+/// `PATCH /v1/datasets/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"budget": {"mu": 2.0}}))]
+pub struct UpdateDatasetRequest {
+    pub budget: BudgetWire,
+}
+
+/// A budget as stored (δ resolved).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct BudgetView {
+    pub mu: f64,
+    pub delta: f64,
+}
+
+/// A dataset and what it has spent.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Dataset {
+    pub id: String,
+    pub description: String,
+    pub neighboring_relation: String,
+    pub budget: BudgetView,
+    /// Upper bound on μ spent (sound).
+    pub mu_spent: f64,
+    /// Lower end of the μ bracket.
+    pub mu_spent_lower: f64,
+    /// √(μ_budget² − μ_spent²): the largest μ of a further Gaussian-type charge.
+    pub remaining_mu: f64,
+    pub charges: i64,
+    /// Number of ledger entries (charges and budget changes).
+    pub version: i64,
+    pub grid_step: f64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A page of datasets.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DatasetPage {
+    pub items: Vec<Dataset>,
+    /// Pass as `cursor` for the next page; null on the last one.
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /v1/datasets/{id}/charges` and `/preview`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"event": {"type": "self_composed", "count": 1000, "event": {"type": "poisson_sampled", "sampling_rate": 0.01, "event": {"type": "gaussian", "noise_multiplier": 1.1}}}, "label": "dp-sgd epoch 1"}))]
+pub struct ChargeRequestWire {
+    /// The mechanism run: an event of the model (`{"type": ...}`: gaussian, laplace,
+    /// discrete_laplace, discrete_gaussian, randomized_response, epsilon_delta, gdp,
+    /// poisson_sampled, sampled_without_replacement, self_composed, composed) or a Google
+    /// dp_accounting DpEvent serialised with `to_named_tuple()` (`{"class_name": ...}`).
+    #[schema(value_type = Object)]
+    pub event: Value,
+    pub label: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+}
+
+/// An admitted charge.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Charge {
+    pub id: String,
+    /// Position in the dataset's ledger.
+    pub seq: i64,
+    #[schema(value_type = Object)]
+    pub event: Value,
+    pub label: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+    pub idempotency_key: Option<String>,
+    /// μ of the ledger after this charge.
+    pub mu_after: Option<f64>,
+    pub created_at: String,
+}
+
+/// 201 body of a charge.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ChargeCreated {
+    pub charge: Charge,
+    pub report: ReportWire,
+}
+
+/// A ledger entry: a charge or a budget change.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Entry {
+    pub seq: i64,
+    /// `charge` or `budget`.
+    pub kind: String,
+    pub charge: Option<Charge>,
+    pub budget: Option<BudgetView>,
+    pub created_at: String,
+}
+
+/// A page of ledger entries.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EntryPage {
+    pub items: Vec<Entry>,
+    /// Pass as `after` for the next page; null on the last one.
+    pub next_cursor: Option<i64>,
+}
+
+/// What a charge would do (nothing written).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PreviewWire {
+    pub admitted: bool,
+    pub mu_after: Option<f64>,
+    pub mu_budget: f64,
+    pub reason: Option<String>,
+    pub report: ReportWire,
+}
+
+/// μ-GDP summary.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MuWire {
+    /// Upper bound on the tight μ (sound); null when no finite μ holds within the δ slack.
+    pub upper: Option<f64>,
+    pub lower: Option<f64>,
+    pub delta_slack: f64,
+    /// Regret Δ of the fit (0 for Gaussian ledgers).
+    pub regret: Option<f64>,
+    /// Why μ is null.
+    pub reason: Option<String>,
+}
+
+/// ε at one δ (null epsilon = +∞).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EpsilonPointWire {
+    pub delta: f64,
+    pub epsilon: Option<f64>,
+    pub epsilon_lower: Option<f64>,
+}
+
+/// δ at one ε.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DeltaPointWire {
+    pub epsilon: f64,
+    pub delta: f64,
+    pub delta_lower: f64,
+}
+
+/// The trade-off curve at one α.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TradeoffPointWire {
+    pub alpha: f64,
+    /// Lower bound on f(α) (sound).
+    pub beta: f64,
+    pub beta_upper: f64,
+    /// Upper bound on an attack's TPR at FPR α.
+    pub tpr: f64,
+    /// G_μ(α) at the reported μ.
+    pub gdp_beta: Option<f64>,
+}
+
+/// The seed-003 Tier-II table.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Tier2Wire {
+    pub alpha_star: f64,
+    pub rows: Vec<TradeoffPointWire>,
+}
+
+/// CLT approximation (never enforced).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CltWire {
+    pub approximate: bool,
+    pub mu: f64,
+    pub gamma: f64,
+    pub berry_esseen_applies: bool,
+}
+
+/// Accountant identification.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AccountantWire {
+    pub name: String,
+    pub version: String,
+    pub event_model_version: u32,
+}
+
+/// The privacy report.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ReportWire {
+    /// `analytic` or `pld`.
+    pub method: String,
+    pub neighboring_relation: String,
+    pub mu: MuWire,
+    pub epsilon: Vec<EpsilonPointWire>,
+    pub delta: Vec<DeltaPointWire>,
+    /// Upper bound on the largest membership-inference advantage (= δ(0) = η-TV).
+    pub advantage: f64,
+    pub advantage_lower: f64,
+    pub tradeoff: Vec<TradeoffPointWire>,
+    pub tier2: Tier2Wire,
+    /// Probability of unbounded privacy loss (never dropped).
+    pub infinity_mass: f64,
+    pub clt: Option<CltWire>,
+    pub invocations: u64,
+    pub accountant: AccountantWire,
+}
+
+/// The trade-off curve of a dataset.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TradeoffWire {
+    pub mu: MuWire,
+    pub alpha_star: f64,
+    pub points: Vec<TradeoffPointWire>,
+}
+
+/// `POST /v1/accountant/compose`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"events": [{"type": "gdp", "mu": 0.5}, {"type": "self_composed", "count": 2000, "event": {"type": "poisson_sampled", "sampling_rate": 0.32768, "event": {"type": "gaussian", "noise_multiplier": 9.4}}}], "deltas": [1e-5]}))]
+pub struct ComposeRequest {
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<Value>,
+    pub neighboring_relation: Option<String>,
+    pub deltas: Option<Vec<f64>>,
+    pub epsilons: Option<Vec<f64>>,
+    pub alphas: Option<Vec<f64>>,
+    pub delta_slack: Option<f64>,
+    pub grid_step: Option<f64>,
+}
+
+fn mirror<A: Serialize, B: for<'de> Deserialize<'de>>(a: &A) -> B {
+    serde_json::from_value(serde_json::to_value(a).expect("serialisable"))
+        .expect("wire types mirror the views")
+}
+
+impl From<&Report> for ReportWire {
+    fn from(r: &Report) -> Self {
+        mirror(r)
+    }
+}
+
+impl From<&DatasetView> for Dataset {
+    fn from(d: &DatasetView) -> Self {
+        mirror(d)
+    }
+}
+
+impl From<&ChargeView> for Charge {
+    fn from(c: &ChargeView) -> Self {
+        mirror(c)
+    }
+}
+
+impl From<&EntryView> for Entry {
+    fn from(e: &EntryView) -> Self {
+        mirror(e)
+    }
+}
+
+impl From<&Preview> for PreviewWire {
+    fn from(p: &Preview) -> Self {
+        mirror(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accountant::report::{account, AccountRequest};
+    use serde_json::json;
+
+    #[test]
+    fn report_mirror_serialises_exactly_like_the_report() {
+        for events in [
+            json!([{"type": "gdp", "mu": 1.0}]),
+            json!([{"type": "laplace", "noise_multiplier": 1.0}]),
+        ] {
+            let r =
+                account(&AccountRequest::from_json(&json!({"events": events})).unwrap()).unwrap();
+            let w = ReportWire::from(&r);
+            assert_eq!(
+                serde_json::to_value(&w).unwrap(),
+                serde_json::to_value(&r).unwrap()
+            );
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Parse, don't validate: request bodies become the ledger's validated types at the edge, with
+//! errors naming the JSON path of the bad field.
+
+use crate::accountant::json::{self, Fields, InputError, JsonPath};
+use crate::accountant::report::{check_delta_slack, check_grid_step, DEFAULT_DELTA_SLACK};
+use crate::accountant::{Event, NeighboringRelation};
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Largest μ budget accepted (beyond ~30 a μ-GDP guarantee means nothing).
+pub const MAX_BUDGET_MU: f64 = 1e3;
+
+/// A μ-GDP budget: μ, and the δ slack that +∞ privacy-loss mass (and the engine's own truncation)
+/// may use. `delta` defaults to [`DEFAULT_DELTA_SLACK`] (1e-10).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Budget {
+    pub mu: f64,
+    pub delta: f64,
+}
+
+impl Budget {
+    /// Parses `{mu, delta?}` at `path`.
+    pub fn from_json(v: &Value, path: &JsonPath) -> Result<Self, InputError> {
+        let mut f = Fields::new(v, path)?;
+        let (m, p) = f.required("mu")?;
+        let mu = json::number(m, &p)?;
+        if !(mu > 0.0 && mu <= MAX_BUDGET_MU) {
+            return Err(InputError::new(
+                &p,
+                format!("must be a number in (0, {MAX_BUDGET_MU}], got {mu}"),
+            ));
+        }
+        let delta = match f.optional("delta") {
+            None => DEFAULT_DELTA_SLACK,
+            Some((d, p)) => {
+                check_delta_slack(json::number(d, &p)?).map_err(|r| InputError::new(&p, r))?
+            }
+        };
+        f.finish()?;
+        Ok(Budget { mu, delta })
+    }
+}
+
+/// Checks a dataset id: 1–128 characters from [A-Za-z0-9._-], not starting with '.'.
+pub fn dataset_id(s: &str, path: &JsonPath) -> Result<String, InputError> {
+    let ok = !s.is_empty()
+        && s.len() <= 128
+        && !s.starts_with('.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(InputError::new(
+            path,
+            "must be 1-128 characters from A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'",
+        ))
+    }
+}
+
+/// `POST /v1/datasets`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewDataset {
+    pub id: String,
+    pub budget: Budget,
+    pub neighboring_relation: NeighboringRelation,
+    pub description: String,
+    pub grid_step: f64,
+}
+
+impl NewDataset {
+    /// Parses the body; `default_grid_step` applies when it names none.
+    pub fn from_json(v: &Value, default_grid_step: f64) -> Result<Self, InputError> {
+        let root = JsonPath::root();
+        let mut f = Fields::new(v, &root)?;
+        let (i, p) = f.required("id")?;
+        let id = dataset_id(json::string(i, &p)?, &p)?;
+        let (b, p) = f.required("budget")?;
+        let budget = Budget::from_json(b, &p)?;
+        let neighboring_relation = match f.optional("neighboring_relation") {
+            None => NeighboringRelation::default(),
+            Some((x, p)) => relation(x, &p)?,
+        };
+        let description = match f.optional("description") {
+            None => String::new(),
+            Some((x, p)) => {
+                let s = json::string(x, &p)?;
+                if s.len() > 4096 {
+                    return Err(InputError::new(&p, "must be at most 4096 bytes"));
+                }
+                s.to_owned()
+            }
+        };
+        let grid_step = match f.optional("grid_step") {
+            None => default_grid_step,
+            Some((x, p)) => {
+                check_grid_step(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?
+            }
+        };
+        f.finish()?;
+        Ok(NewDataset {
+            id,
+            budget,
+            neighboring_relation,
+            description,
+            grid_step,
+        })
+    }
+}
+
+/// Parses a neighbouring relation name.
+pub fn relation(v: &Value, p: &JsonPath) -> Result<NeighboringRelation, InputError> {
+    let s = json::string(v, p)?;
+    NeighboringRelation::parse(s).ok_or_else(|| {
+        InputError::new(
+            p,
+            format!("must be \"add_or_remove_one\" or \"replace_one\", got {s:?}"),
+        )
+    })
+}
+
+/// `PATCH /v1/datasets/{id}`: a new budget.
+pub fn budget_patch(v: &Value) -> Result<Budget, InputError> {
+    let root = JsonPath::root();
+    let mut f = Fields::new(v, &root)?;
+    let (b, p) = f.required("budget")?;
+    let budget = Budget::from_json(b, &p)?;
+    f.finish()?;
+    Ok(budget)
+}
+
+/// `POST /v1/datasets/{id}/charges` (and `/preview`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChargeRequest {
+    pub event: Event,
+    pub label: Option<String>,
+    pub metadata: Option<Value>,
+    pub idempotency_key: Option<String>,
+    /// SHA-256 of the canonical request body: a retry must send the same body.
+    pub request_hash: String,
+}
+
+/// Checks an `Idempotency-Key` header value: 1–255 visible ASCII characters.
+pub fn idempotency_key(s: &str) -> Result<String, String> {
+    if !s.is_empty() && s.len() <= 255 && s.chars().all(|c| c.is_ascii_graphic()) {
+        Ok(s.to_owned())
+    } else {
+        Err("must be 1-255 visible ASCII characters".into())
+    }
+}
+
+impl ChargeRequest {
+    /// Parses `{event, label?, metadata?}`; the event may be in our form or dp_accounting's
+    /// serialised DpEvent form.
+    pub fn from_json(v: &Value, idempotency_key: Option<String>) -> Result<Self, InputError> {
+        let root = JsonPath::root();
+        let mut f = Fields::new(v, &root)?;
+        let (e, p) = f.required("event")?;
+        let event = parse_event(e, &p)?;
+        let label = match f.optional("label") {
+            None => None,
+            Some((x, p)) => {
+                let s = json::string(x, &p)?;
+                if s.len() > 256 {
+                    return Err(InputError::new(&p, "must be at most 256 bytes"));
+                }
+                Some(s.to_owned())
+            }
+        };
+        let metadata = match f.optional("metadata") {
+            None => None,
+            Some((x, p)) => {
+                if !x.is_object() {
+                    return Err(InputError::new(&p, "must be an object"));
+                }
+                if x.to_string().len() > 16 * 1024 {
+                    return Err(InputError::new(&p, "must serialise to at most 16 KiB"));
+                }
+                Some(x.clone())
+            }
+        };
+        f.finish()?;
+        // serde_json's map is ordered by key, so this serialisation is canonical.
+        let request_hash = format!("{:x}", Sha256::digest(v.to_string().as_bytes()));
+        Ok(ChargeRequest {
+            event,
+            label,
+            metadata,
+            idempotency_key,
+            request_hash,
+        })
+    }
+}
+
+/// Parses one event in either supported form.
+pub fn parse_event(v: &Value, p: &JsonPath) -> Result<Event, InputError> {
+    Event::from_json_at(v, p)
+}

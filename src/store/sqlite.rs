@@ -1,0 +1,325 @@
+//! The embedded store: one SQLite file, created with its schema on first start.
+//!
+//! Durability: WAL journal with `synchronous = FULL`, so a transaction that returned from COMMIT is
+//! on disk and survives a crash of the process (or of the machine). Writers serialise on SQLite's
+//! write lock; `busy_timeout` makes concurrent writers wait instead of failing.
+
+use super::{DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
+use async_trait::async_trait;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::Row;
+use std::str::FromStr;
+use std::time::Duration;
+
+const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS datasets (
+        id TEXT PRIMARY KEY,
+        description TEXT NOT NULL,
+        neighboring_relation TEXT NOT NULL,
+        budget_mu REAL NOT NULL,
+        budget_delta REAL NOT NULL,
+        grid_step REAL NOT NULL,
+        version INTEGER NOT NULL,
+        charges INTEGER NOT NULL,
+        mu_spent REAL NOT NULL,
+        mu_spent_lower REAL NOT NULL,
+        state BLOB NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )",
+    "CREATE TABLE IF NOT EXISTS entries (
+        dataset_id TEXT NOT NULL REFERENCES datasets(id),
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        charge_id TEXT,
+        event TEXT,
+        label TEXT,
+        metadata TEXT,
+        idempotency_key TEXT,
+        request_hash TEXT,
+        mu_after REAL,
+        budget_mu REAL,
+        budget_delta REAL,
+        response TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (dataset_id, seq)
+    )",
+    "CREATE UNIQUE INDEX IF NOT EXISTS entries_idempotency
+        ON entries (dataset_id, idempotency_key) WHERE idempotency_key IS NOT NULL",
+];
+
+/// The SQLite store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+fn unavailable(e: sqlx::Error) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `url` (`sqlite://path` or `sqlite::memory:`) and
+    /// applies the schema.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let opts = SqliteConnectOptions::from_str(url)
+            .map_err(unavailable)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let memory = url.contains(":memory:");
+        let pool = SqlitePoolOptions::new()
+            // An in-memory database exists per connection: keep exactly one.
+            .max_connections(if memory { 1 } else { 8 })
+            .min_connections(if memory { 1 } else { 0 })
+            .idle_timeout(if memory {
+                None
+            } else {
+                Some(Duration::from_secs(600))
+            })
+            .max_lifetime(if memory {
+                None
+            } else {
+                Some(Duration::from_secs(3600))
+            })
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(opts)
+            .await
+            .map_err(unavailable)?;
+        for stmt in SCHEMA {
+            sqlx::query(stmt)
+                .execute(&pool)
+                .await
+                .map_err(unavailable)?;
+        }
+        Ok(SqliteStore { pool })
+    }
+}
+
+pub(crate) fn dataset_from_row(r: &SqliteRow) -> DatasetRow {
+    DatasetRow {
+        id: r.get("id"),
+        description: r.get("description"),
+        neighboring_relation: r.get("neighboring_relation"),
+        budget_mu: r.get("budget_mu"),
+        budget_delta: r.get("budget_delta"),
+        grid_step: r.get("grid_step"),
+        version: r.get("version"),
+        charges: r.get("charges"),
+        mu_spent: r.get("mu_spent"),
+        mu_spent_lower: r.get("mu_spent_lower"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
+    }
+}
+
+fn entry_from_row(r: &SqliteRow) -> EntryRow {
+    EntryRow {
+        seq: r.get("seq"),
+        kind: r.get("kind"),
+        charge_id: r.get("charge_id"),
+        event: r.get("event"),
+        label: r.get("label"),
+        metadata: r.get("metadata"),
+        idempotency_key: r.get("idempotency_key"),
+        request_hash: r.get("request_hash"),
+        mu_after: r.get("mu_after"),
+        budget_mu: r.get("budget_mu"),
+        budget_delta: r.get("budget_delta"),
+        response: r.get("response"),
+        created_at: r.get("created_at"),
+    }
+}
+
+const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu, budget_delta, \
+    grid_step, version, charges, mu_spent, mu_spent_lower, created_at, updated_at";
+const ENTRY_COLUMNS: &str = "seq, kind, charge_id, event, label, metadata, idempotency_key, \
+    request_hash, mu_after, budget_mu, budget_delta, response, created_at";
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_dataset(&self, row: &DatasetRow, state: &[u8]) -> Result<(), StoreError> {
+        let res = sqlx::query(
+            "INSERT INTO datasets (id, description, neighboring_relation, budget_mu, budget_delta, \
+             grid_step, version, charges, mu_spent, mu_spent_lower, state, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&row.id)
+        .bind(&row.description)
+        .bind(&row.neighboring_relation)
+        .bind(row.budget_mu)
+        .bind(row.budget_delta)
+        .bind(row.grid_step)
+        .bind(row.version)
+        .bind(row.charges)
+        .bind(row.mu_spent)
+        .bind(row.mu_spent_lower)
+        .bind(state)
+        .bind(&row.created_at)
+        .bind(&row.updated_at)
+        .execute(&self.pool)
+        .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if is_unique_violation(&e) => Err(StoreError::AlreadyExists),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    async fn get_dataset(&self, id: &str) -> Result<Option<DatasetRow>, StoreError> {
+        let q = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = ?");
+        let row = sqlx::query(&q)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.as_ref().map(dataset_from_row))
+    }
+
+    async fn get_state(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError> {
+        let row = sqlx::query("SELECT version, state FROM datasets WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.map(|r| (r.get("version"), r.get("state"))))
+    }
+
+    async fn list_datasets(
+        &self,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<DatasetRow>, StoreError> {
+        let q = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id > ? ORDER BY id LIMIT ?");
+        let rows = sqlx::query(&q)
+            .bind(after.unwrap_or(""))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(dataset_from_row).collect())
+    }
+
+    async fn find_entry_by_key(&self, id: &str, key: &str) -> Result<Option<EntryRow>, StoreError> {
+        let q = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = ? AND idempotency_key = ?"
+        );
+        let row = sqlx::query(&q)
+            .bind(id)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.as_ref().map(entry_from_row))
+    }
+
+    async fn list_entries(
+        &self,
+        id: &str,
+        kind: Option<&str>,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<EntryRow>, StoreError> {
+        let q = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = ? AND seq > ? \
+             AND (? IS NULL OR kind = ?) ORDER BY seq LIMIT ?"
+        );
+        let rows = sqlx::query(&q)
+            .bind(id)
+            .bind(after)
+            .bind(kind)
+            .bind(kind)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(entry_from_row).collect())
+    }
+
+    async fn append(
+        &self,
+        id: &str,
+        expected_version: i64,
+        entry: &EntryRow,
+        update: &DatasetUpdate,
+        state: Option<&[u8]>,
+    ) -> Result<i64, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let res = sqlx::query(
+            "UPDATE datasets SET version = version + 1, budget_mu = ?, budget_delta = ?, \
+             charges = ?, mu_spent = ?, mu_spent_lower = ?, state = COALESCE(?, state), \
+             updated_at = ? WHERE id = ? AND version = ?",
+        )
+        .bind(update.budget_mu)
+        .bind(update.budget_delta)
+        .bind(update.charges)
+        .bind(update.mu_spent)
+        .bind(update.mu_spent_lower)
+        .bind(state)
+        .bind(&update.updated_at)
+        .bind(id)
+        .bind(expected_version)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        if res.rows_affected() == 0 {
+            let exists = sqlx::query("SELECT 1 FROM datasets WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(unavailable)?;
+            return Err(if exists.is_some() {
+                StoreError::VersionConflict
+            } else {
+                StoreError::NotFound
+            });
+        }
+        let seq = expected_version + 1;
+        let ins = sqlx::query(
+            "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
+             idempotency_key, request_hash, mu_after, budget_mu, budget_delta, response, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(id)
+        .bind(seq)
+        .bind(&entry.kind)
+        .bind(&entry.charge_id)
+        .bind(&entry.event)
+        .bind(&entry.label)
+        .bind(&entry.metadata)
+        .bind(&entry.idempotency_key)
+        .bind(&entry.request_hash)
+        .bind(entry.mu_after)
+        .bind(entry.budget_mu)
+        .bind(entry.budget_delta)
+        .bind(&entry.response)
+        .bind(&entry.created_at)
+        .execute(&mut *tx)
+        .await;
+        match ins {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateKey),
+            Err(e) => return Err(unavailable(e)),
+        }
+        tx.commit().await.map_err(unavailable)?;
+        Ok(seq)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(unavailable)
+    }
+}
