@@ -552,7 +552,7 @@ mod tests {
     fn large_counts_stay_within_the_evaluation_bound() {
         let e = ev(json!({"type": "self_composed", "count": 7,
                           "event": {"type": "gaussian", "noise_multiplier": 1e6}}));
-        let c = calibrate(&empty(), &e, FreeParameter::Count, 1.5, SLACK, &root()).unwrap(); eprintln!("BIG {c:?}");
+        let c = calibrate(&empty(), &e, FreeParameter::Count, 1.5, SLACK, &root()).unwrap();
         // (1.5 / 1e-6)² = 2.25e12, up to rounding of the last unit.
         assert!((c.value - 2.25e12).abs() <= 1.0, "{}", c.value);
         assert!(c.evaluations <= MAX_EVALUATIONS, "{}", c.evaluations);
@@ -576,7 +576,7 @@ mod tests {
                                     "event": {"type": "gaussian", "noise_multiplier": 1.0}}}));
         let target = 0.2;
         let f = FreeParameter::NoiseMultiplier;
-        let c = calibrate(&base, &e, f, target, SLACK, &root()).unwrap(); eprintln!("DPSGD {c:?}");
+        let c = calibrate(&base, &e, f, target, SLACK, &root()).unwrap();
         assert!(c.mu <= target);
         assert_eq!(mu_at(&base, &e, f, c.value), Some(c.mu));
         let below = mu_at(&base, &e, f, c.value * (1.0 - 1e-4));
@@ -591,7 +591,7 @@ mod tests {
         let base = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-3);
         let e = ev(json!({"type": "laplace", "noise_multiplier": 1.0}));
         let f = FreeParameter::NoiseMultiplier;
-        let c = calibrate(&base, &e, f, 0.5, SLACK, &root()).unwrap(); eprintln!("LAP {c:?}");
+        let c = calibrate(&base, &e, f, 0.5, SLACK, &root()).unwrap();
         assert!(c.mu <= 0.5);
         assert!(mu_at(&base, &e, f, c.value * (1.0 - 1e-4)).is_none_or(|m| m > 0.5));
     }

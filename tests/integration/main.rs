@@ -1,6 +1,7 @@
 //! One integration-test binary (faster to link than one per file); each module is a topic.
 
 mod accuracy;
+mod api;
 mod cli;
 mod pld;
 mod properties;

@@ -1,0 +1,557 @@
+//! The HTTP API through the real router on a temporary SQLite file.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use privacy_ledger::app::{open_store, state};
+use privacy_ledger::http::{router, Limits};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use tower::ServiceExt;
+
+pub struct TestApp {
+    router: Router,
+    pub dir: PathBuf,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "privacy-ledger-{tag}-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(Limits::default()).await
+}
+
+async fn spawn_app_with(limits: Limits) -> TestApp {
+    let dir = temp_dir("api");
+    let url = format!("sqlite://{}", dir.join("ledger.db").display());
+    let store = open_store(&url).await.unwrap();
+    TestApp {
+        router: router(state(store, 1e-4), limits),
+        dir,
+    }
+}
+
+impl TestApp {
+    pub async fn call(
+        &self,
+        method: &str,
+        uri: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, Value) {
+        let mut req = Request::builder().method(method).uri(uri);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = match body {
+            Some(b) => req
+                .header("content-type", "application/json")
+                .body(Body::from(b.to_string())),
+            None => req.body(Body::empty()),
+        }
+        .unwrap();
+        let res = self.router.clone().oneshot(req).await.unwrap();
+        let status = res.status();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let v = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, v)
+    }
+
+    pub async fn post(&self, uri: &str, body: Value) -> (StatusCode, Value) {
+        self.call("POST", uri, Some(&body), &[]).await
+    }
+
+    pub async fn get(&self, uri: &str) -> (StatusCode, Value) {
+        self.call("GET", uri, None, &[]).await
+    }
+
+    pub async fn dataset(&self, id: &str, mu: f64) {
+        let (s, b) = self
+            .post("/v1/datasets", json!({"id": id, "budget": {"mu": mu}}))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+    }
+}
+
+fn gdp(mu: f64) -> Value {
+    json!({"event": {"type": "gdp", "mu": mu}})
+}
+
+#[tokio::test]
+async fn creating_a_dataset_returns_it_and_a_second_create_conflicts() {
+    let app = spawn_app().await;
+    let (s, b) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "ds-1", "budget": {"mu": 2.0, "delta": 1e-11},
+                   "neighboring_relation": "replace_one", "description": "survey"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(b["id"], "ds-1");
+    assert_eq!(b["budget"]["mu"], 2.0);
+    assert_eq!(b["budget"]["delta"], 1e-11);
+    assert_eq!(b["neighboring_relation"], "replace_one");
+    assert_eq!(b["charges"], 0);
+    let (s, b) = app
+        .post("/v1/datasets", json!({"id": "ds-1", "budget": {"mu": 1.0}}))
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(b["error"], "already_exists");
+}
+
+#[tokio::test]
+async fn the_default_budget_delta_is_documented_and_at_most_1e_10() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    let (_, b) = app.get("/v1/datasets/d").await;
+    assert_eq!(b["budget"]["delta"], 1e-10);
+}
+
+#[tokio::test]
+async fn invalid_dataset_bodies_name_the_field() {
+    let app = spawn_app().await;
+    for (body, path) in [
+        (json!({"id": "bad id!", "budget": {"mu": 1}}), "$.id"),
+        (json!({"id": "x", "budget": {"mu": -1}}), "$.budget.mu"),
+        (
+            json!({"id": "x", "budget": {"mu": 1, "delta": 0.5}}),
+            "$.budget.delta",
+        ),
+        (json!({"id": "x"}), "$.budget"),
+        (
+            json!({"id": "x", "budget": {"mu": 1}, "neighboring_relation": "swap"}),
+            "$.neighboring_relation",
+        ),
+        (
+            json!({"id": "x", "budget": {"mu": 1}, "colour": "red"}),
+            "$.colour",
+        ),
+    ] {
+        let (s, b) = app.post("/v1/datasets", body).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+        assert_eq!(b["error"], "invalid_field");
+        assert_eq!(b["details"]["path"], path, "{b}");
+    }
+}
+
+#[tokio::test]
+async fn malformed_json_wrong_media_type_and_oversized_bodies_get_json_errors() {
+    let app = spawn_app_with(Limits {
+        max_body_bytes: 2048,
+        ..Limits::default()
+    })
+    .await;
+    let req = Request::post("/v1/datasets")
+        .header("content-type", "application/json")
+        .body(Body::from("{\"id\": "))
+        .unwrap();
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let req = Request::post("/v1/datasets")
+        .header("content-type", "text/plain")
+        .body(Body::from("{}"))
+        .unwrap();
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let big = json!({"id": "x", "budget": {"mu": 1}, "description": "a".repeat(5000)});
+    let (s, b) = app.post("/v1/datasets", big).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(b["error"], "payload_too_large");
+    let (s, b) = app.get("/v1/nowhere").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(b["error"], "not_found");
+}
+
+#[tokio::test]
+async fn unknown_datasets_are_404_everywhere() {
+    let app = spawn_app().await;
+    for (m, uri, body) in [
+        ("GET", "/v1/datasets/nope", None),
+        (
+            "PATCH",
+            "/v1/datasets/nope",
+            Some(json!({"budget": {"mu": 1}})),
+        ),
+        ("POST", "/v1/datasets/nope/charges", Some(gdp(0.1))),
+        ("GET", "/v1/datasets/nope/charges", None),
+        ("POST", "/v1/datasets/nope/charges/preview", Some(gdp(0.1))),
+        ("GET", "/v1/datasets/nope/report", None),
+        ("GET", "/v1/datasets/nope/tradeoff", None),
+    ] {
+        let (s, b) = app.call(m, uri, body.as_ref(), &[]).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{m} {uri}: {b}");
+        assert_eq!(b["error"], "not_found");
+    }
+}
+
+#[tokio::test]
+async fn datasets_are_listed_in_pages() {
+    let app = spawn_app().await;
+    for id in ["a", "b", "c"] {
+        app.dataset(id, 1.0).await;
+    }
+    let (s, b) = app.get("/v1/datasets?limit=2").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["items"].as_array().unwrap().len(), 2);
+    assert_eq!(b["next_cursor"], "b");
+    let (_, b) = app.get("/v1/datasets?limit=2&cursor=b").await;
+    assert_eq!(b["items"][0]["id"], "c");
+    assert!(b["next_cursor"].is_null());
+    let (s, b) = app.get("/v1/datasets?limit=0").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(b["details"]["path"], "query.limit");
+}
+
+#[tokio::test]
+async fn a_charge_within_budget_is_admitted_with_its_report() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    let (s, b) = app
+        .post(
+            "/v1/datasets/d/charges",
+            json!({"event": {"type": "gaussian", "noise_multiplier": 2.0}, "label": "q1",
+                   "metadata": {"team": "x"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["charge"]["seq"], 1);
+    assert_eq!(b["charge"]["label"], "q1");
+    assert_eq!(b["charge"]["metadata"]["team"], "x");
+    let mu = b["report"]["mu"]["upper"].as_f64().unwrap();
+    assert!((mu - 0.5).abs() < 1e-12, "{mu}");
+    assert_eq!(b["report"]["method"], "analytic");
+    let (_, d) = app.get("/v1/datasets/d").await;
+    assert_eq!(d["charges"], 1);
+    assert!((d["mu_spent"].as_f64().unwrap() - 0.5).abs() < 1e-12);
+    // √(1 − 0.25)
+    assert!((d["remaining_mu"].as_f64().unwrap() - 0.75f64.sqrt()).abs() < 1e-12);
+}
+
+#[tokio::test]
+async fn a_charge_over_budget_is_rejected_and_nothing_is_written() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    assert_eq!(
+        app.post("/v1/datasets/d/charges", gdp(0.8)).await.0,
+        StatusCode::CREATED
+    );
+    let (s, b) = app.post("/v1/datasets/d/charges", gdp(0.7)).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(b["error"], "budget_exceeded");
+    let after = b["mu_after"].as_f64().unwrap();
+    assert!((after - (0.64f64 + 0.49).sqrt()).abs() < 1e-12, "{after}");
+    assert_eq!(b["mu_budget"], 1.0);
+    let (_, d) = app.get("/v1/datasets/d").await;
+    assert_eq!(d["charges"], 1);
+    assert_eq!(d["version"], 1);
+}
+
+#[tokio::test]
+async fn charges_with_no_finite_mu_within_the_slack_are_rejected_with_a_reason() {
+    let app = spawn_app().await;
+    app.dataset("d", 100.0).await;
+    let (s, b) = app
+        .post(
+            "/v1/datasets/d/charges",
+            json!({"event": {"type": "epsilon_delta", "epsilon": 1.0, "delta": 1e-6}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert!(b["mu_after"].is_null());
+    assert!(b["message"].as_str().unwrap().contains("unbounded"), "{b}");
+}
+
+#[tokio::test]
+async fn invalid_events_are_422_with_the_path() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    let (s, b) = app
+        .post(
+            "/v1/datasets/d/charges",
+            json!({"event": {"type": "poisson_sampled", "sampling_rate": 2,
+                             "event": {"type": "gaussian", "noise_multiplier": 1}}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(b["details"]["path"], "$.event.sampling_rate");
+    let (s, b) = app
+        .post(
+            "/v1/datasets/d/charges",
+            json!({"event": {"type": "randomized_response", "noise_parameter": 0.5, "num_buckets": 2}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(b["error"], "unsupported_event");
+}
+
+#[tokio::test]
+async fn a_retry_with_the_same_idempotency_key_returns_the_first_outcome_and_charges_nothing() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    let h = [("Idempotency-Key", "job-42")];
+    let (s1, b1) = app
+        .call("POST", "/v1/datasets/d/charges", Some(&gdp(0.3)), &h)
+        .await;
+    assert_eq!(s1, StatusCode::CREATED);
+    let (s2, b2) = app
+        .call("POST", "/v1/datasets/d/charges", Some(&gdp(0.3)), &h)
+        .await;
+    assert_eq!(s2, StatusCode::OK);
+    assert_eq!(b1, b2);
+    let (_, d) = app.get("/v1/datasets/d").await;
+    assert_eq!(d["charges"], 1);
+    let (s3, b3) = app
+        .call("POST", "/v1/datasets/d/charges", Some(&gdp(0.4)), &h)
+        .await;
+    assert_eq!(s3, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(b3["error"], "idempotency_key_reused");
+    let (s4, b4) = app
+        .call(
+            "POST",
+            "/v1/datasets/d/charges",
+            Some(&gdp(0.3)),
+            &[("Idempotency-Key", "bad key")],
+        )
+        .await;
+    assert_eq!(s4, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(b4["details"]["path"], "header.Idempotency-Key");
+}
+
+#[tokio::test]
+async fn a_preview_writes_nothing() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    let (s, b) = app.post("/v1/datasets/d/charges/preview", gdp(0.6)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["admitted"], true);
+    let (_, b) = app.post("/v1/datasets/d/charges/preview", gdp(1.5)).await;
+    assert_eq!(b["admitted"], false);
+    let (_, d) = app.get("/v1/datasets/d").await;
+    assert_eq!(d["charges"], 0);
+    assert_eq!(d["version"], 0);
+}
+
+#[tokio::test]
+async fn budget_changes_are_ledger_entries_and_take_effect() {
+    let app = spawn_app().await;
+    app.dataset("d", 0.5).await;
+    assert_eq!(
+        app.post("/v1/datasets/d/charges", gdp(0.6)).await.0,
+        StatusCode::CONFLICT
+    );
+    let (s, b) = app
+        .call(
+            "PATCH",
+            "/v1/datasets/d",
+            Some(&json!({"budget": {"mu": 1.0}})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["budget"]["mu"], 1.0);
+    assert_eq!(
+        app.post("/v1/datasets/d/charges", gdp(0.6)).await.0,
+        StatusCode::CREATED
+    );
+    let (_, l) = app.get("/v1/datasets/d/charges").await;
+    let items = l["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0]["kind"], "budget");
+    assert_eq!(items[0]["budget"]["mu"], 1.0);
+    assert_eq!(items[1]["kind"], "charge");
+    assert_eq!(items[1]["seq"], 2);
+    let (s, b) = app
+        .call(
+            "PATCH",
+            "/v1/datasets/d",
+            Some(&json!({"budget": {"mu": 0}})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(b["details"]["path"], "$.budget.mu");
+}
+
+#[tokio::test]
+async fn charges_are_listed_in_order_and_in_pages() {
+    let app = spawn_app().await;
+    app.dataset("d", 10.0).await;
+    for _ in 0..5 {
+        assert_eq!(
+            app.post("/v1/datasets/d/charges", gdp(0.1)).await.0,
+            StatusCode::CREATED
+        );
+    }
+    let (_, p1) = app.get("/v1/datasets/d/charges?limit=3").await;
+    assert_eq!(p1["items"].as_array().unwrap().len(), 3);
+    assert_eq!(p1["next_cursor"], 3);
+    let (_, p2) = app.get("/v1/datasets/d/charges?after=3").await;
+    let seqs: Vec<i64> = p2["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seqs, vec![4, 5]);
+}
+
+#[tokio::test]
+async fn the_report_answers_at_the_requested_points() {
+    let app = spawn_app().await;
+    app.dataset("d", 5.0).await;
+    app.post("/v1/datasets/d/charges", gdp(1.0)).await;
+    let (s, r) = app
+        .get("/v1/datasets/d/report?deltas=1e-5,1e-6&epsilons=1&alphas=0.05")
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let e = r["epsilon"][0]["epsilon"].as_f64().unwrap();
+    assert!((e / 4.377_178_095_68 - 1.0).abs() < 1e-9, "{e}");
+    let d = r["delta"][0]["delta"].as_f64().unwrap();
+    assert!((d / 0.126_936_737_506_644 - 1.0).abs() < 1e-9);
+    let b = r["tradeoff"][0]["beta"].as_f64().unwrap();
+    assert!((b / 0.740_488_977_158_556 - 1.0).abs() < 1e-9);
+    assert_eq!(r["tier2"]["rows"].as_array().unwrap().len(), 8);
+    assert_eq!(r["clt"]["approximate"], true);
+    let (s, b) = app.get("/v1/datasets/d/report?deltas=0.1,x").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(b["details"]["path"], "query.deltas[1]");
+    let (s, _) = app.get("/v1/datasets/d/report?sigma=1").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+#[tokio::test]
+async fn the_tradeoff_curve_comes_with_the_gdp_curve() {
+    let app = spawn_app().await;
+    app.dataset("d", 5.0).await;
+    app.post(
+        "/v1/datasets/d/charges",
+        json!({"event": {"type": "self_composed", "count": 50, "event": {"type": "poisson_sampled",
+               "sampling_rate": 0.1, "event": {"type": "gaussian", "noise_multiplier": 1.0}}}}),
+    )
+    .await;
+    let (s, t) = app.get("/v1/datasets/d/tradeoff?points=20").await;
+    assert_eq!(s, StatusCode::OK, "{t}");
+    let pts = t["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 20);
+    for p in pts {
+        let (b, g) = (p["beta"].as_f64().unwrap(), p["gdp_beta"].as_f64().unwrap());
+        assert!(g <= b + 1e-12, "G_μ must lie below the curve: {p}");
+    }
+    let (_, t) = app.get("/v1/datasets/d/tradeoff?alpha=0.1,0.2").await;
+    assert_eq!(t["points"].as_array().unwrap().len(), 2);
+    assert_eq!(t["points"][1]["alpha"], 0.2);
+    let (s, _) = app.get("/v1/datasets/d/tradeoff?points=1").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+#[tokio::test]
+async fn compose_is_stateless() {
+    let app = spawn_app().await;
+    let (s, r) = app
+        .post(
+            "/v1/accountant/compose",
+            json!({"events": [{"type": "gdp", "mu": 0.3}, {"type": "gdp", "mu": 0.4}]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!((r["mu"]["upper"].as_f64().unwrap() - 0.5).abs() < 1e-12);
+    let (s, b) = app
+        .post(
+            "/v1/accountant/compose",
+            json!({"events": [{"type": "gdp"}]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(b["details"]["path"], "$.events[0].mu");
+    let (_, l) = app.get("/v1/datasets").await;
+    assert!(l["items"].as_array().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn operations_endpoints_answer() {
+    let app = spawn_app().await;
+    assert_eq!(app.get("/healthz").await.0, StatusCode::OK);
+    let (s, b) = app.get("/readyz").await;
+    assert_eq!((s, b["status"].as_str()), (StatusCode::OK, Some("ready")));
+    app.dataset("m", 1.0).await;
+    app.post("/v1/datasets/m/charges", gdp(0.1)).await;
+    let (s, m) = app.get("/metrics").await;
+    assert_eq!(s, StatusCode::OK);
+    let text = m.as_str().unwrap();
+    assert!(text.contains("privacy_ledger_charges_total"), "{text}");
+    assert!(text.contains("privacy_ledger_gate_seconds"), "{text}");
+    let (s, spec) = app.get("/openapi.json").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(spec["openapi"], "3.1.0");
+    let (s, page) = app.get("/docs").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(page.as_str().unwrap().contains("/openapi.json"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_charges_never_overspend() {
+    // Budget μ = 1; each charge is 0.25-GDP, so exactly 16 fit (16 · 0.25² = 1).
+    let app = std::sync::Arc::new(spawn_app().await);
+    app.dataset("c", 1.0).await;
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = format!("k{i}");
+            app.call(
+                "POST",
+                "/v1/datasets/c/charges",
+                Some(&gdp(0.25)),
+                &[("Idempotency-Key", &key)],
+            )
+            .await
+            .0
+        }));
+    }
+    let mut admitted = 0;
+    let mut rejected = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            StatusCode::CREATED => admitted += 1,
+            StatusCode::CONFLICT => rejected += 1,
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!((admitted, rejected), (16, 48));
+    let (_, d) = app.get("/v1/datasets/c").await;
+    assert_eq!(d["charges"], 16);
+    assert!(d["mu_spent"].as_f64().unwrap() <= 1.0 + 1e-9);
+}
+
+#[tokio::test]
+async fn the_committed_openapi_document_matches_the_code() {
+    // Regenerate with: UPDATE_OPENAPI=1 cargo test committed_openapi
+    let generated = privacy_ledger::http::openapi_json();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json");
+    if std::env::var_os("UPDATE_OPENAPI").is_some() {
+        std::fs::write(path, format!("{generated}\n")).unwrap();
+    }
+    let committed = std::fs::read_to_string(path).unwrap();
+    assert_eq!(
+        committed.trim_end(),
+        generated.trim_end(),
+        "openapi/openapi.json is stale: run UPDATE_OPENAPI=1 cargo test committed_openapi"
+    );
+}
