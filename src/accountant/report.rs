@@ -130,7 +130,22 @@ impl AccountRequest {
         let root = JsonPath::root();
         let mut f = Fields::new(v, &root)?;
         let (ev, p) = f.required("events")?;
-        let events = Event::list_from_json_at(ev, &p)?;
+        let items = json::array(ev, &p)?;
+        if items.len() > super::event::MAX_EVENT_NODES {
+            return Err(InputError::new(
+                &p,
+                format!(
+                    "has {} events; at most {} are allowed",
+                    items.len(),
+                    super::event::MAX_EVENT_NODES
+                ),
+            ));
+        }
+        let events = items
+            .iter()
+            .enumerate()
+            .map(|(i, e)| super::dp_event::parse_any_event(e, &p.index(i)))
+            .collect::<Result<Vec<Event>, InputError>>()?;
         let neighboring_relation = match f.optional("neighboring_relation") {
             None => NeighboringRelation::default(),
             Some((x, p)) => {

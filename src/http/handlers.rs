@@ -347,6 +347,41 @@ pub async fn compose(
     Ok(Json(ReportWire::from(&s.ledgers.compose(req).await?)))
 }
 
+/// Calibrate one free parameter of an event to what still fits the dataset's budget: the smallest
+/// noise multiplier, or the largest count.
+#[utoipa::path(post, path = "/v1/datasets/{id}/calibrate", tag = "accountant",
+    params(("id" = String, Path, description = "Dataset id")),
+    request_body = DatasetCalibrateRequest,
+    responses((status = 200, description = "The calibrated value", body = CalibrationWire),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request or unreachable target", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn calibrate_dataset(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<Json<CalibrationWire>> {
+    let req = input::CalibrateRequest::from_json(&body, false)?;
+    Ok(Json(CalibrationWire::from(
+        &s.ledgers.calibrate(&id, req).await?,
+    )))
+}
+
+/// Calibrate one free parameter of an event against a μ target (stateless).
+#[utoipa::path(post, path = "/v1/accountant/calibrate", tag = "accountant",
+    request_body = CalibrateRequestWire,
+    responses((status = 200, description = "The calibrated value", body = CalibrationWire),
+              (status = "4XX", description = "Invalid request or unreachable target", body = ErrorBody)))]
+pub async fn calibrate(
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<Json<CalibrationWire>> {
+    let req = input::CalibrateRequest::from_json(&body, true)?;
+    Ok(Json(CalibrationWire::from(
+        &s.ledgers.calibrate_stateless(req).await?,
+    )))
+}
+
 /// Liveness: the process answers.
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "Alive", body = Object)))]

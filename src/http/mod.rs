@@ -85,6 +85,8 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::get_report))
         .routes(routes!(handlers::get_tradeoff))
         .routes(routes!(handlers::compose))
+        .routes(routes!(handlers::calibrate))
+        .routes(routes!(handlers::calibrate_dataset))
         .routes(routes!(handlers::healthz))
         .routes(routes!(handlers::readyz))
 }

@@ -259,6 +259,56 @@ pub struct ComposeRequest {
     pub grid_step: Option<f64>,
 }
 
+/// `POST /v1/datasets/{id}/calibrate`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"event": {"type": "self_composed", "count": 1000, "event": {"type": "poisson_sampled", "sampling_rate": 0.01, "event": {"type": "gaussian", "noise_multiplier": 1.0}}}, "free_parameter": "noise_multiplier"}))]
+pub struct DatasetCalibrateRequest {
+    /// The event to calibrate; its value of the free parameter is the search's starting point.
+    #[schema(value_type = Object)]
+    pub event: Value,
+    /// `noise_multiplier` (of the first gaussian/laplace event, depth first: the smallest that
+    /// fits) or `count` (of the first self_composed event: the largest that fits).
+    #[schema(example = "noise_multiplier")]
+    pub free_parameter: String,
+}
+
+/// `POST /v1/accountant/calibrate`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"event": {"type": "self_composed", "count": 2000, "event": {"type": "poisson_sampled", "sampling_rate": 0.01, "event": {"type": "gaussian", "noise_multiplier": 1.0}}}, "free_parameter": "noise_multiplier", "mu": 1.0}))]
+pub struct CalibrateRequestWire {
+    #[schema(value_type = Object)]
+    pub event: Value,
+    #[schema(example = "noise_multiplier")]
+    pub free_parameter: String,
+    /// The μ target.
+    #[schema(example = 1.0)]
+    pub mu: f64,
+    pub neighboring_relation: Option<String>,
+    pub delta_slack: Option<f64>,
+    pub grid_step: Option<f64>,
+}
+
+/// The result of a calibration.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CalibrationWire {
+    pub free_parameter: String,
+    /// The smallest noise multiplier, or the largest count (0 when not even one step fits).
+    pub value: f64,
+    /// μ (upper bound) with the calibrated event.
+    pub mu: f64,
+    pub mu_target: f64,
+    /// The event with the calibrated value filled in.
+    #[schema(value_type = Option<Object>)]
+    pub event: Option<Value>,
+    pub evaluations: u32,
+}
+
+impl From<&crate::ledger::Calibrated> for CalibrationWire {
+    fn from(c: &crate::ledger::Calibrated) -> Self {
+        mirror(c)
+    }
+}
+
 fn mirror<A: Serialize, B: for<'de> Deserialize<'de>>(a: &A) -> B {
     serde_json::from_value(serde_json::to_value(a).expect("serialisable"))
         .expect("wire types mirror the views")

@@ -1,6 +1,7 @@
 //! Parse, don't validate: request bodies become the ledger's validated types at the edge, with
 //! errors naming the JSON path of the bad field.
 
+use crate::accountant::calibrate::FreeParameter;
 use crate::accountant::json::{self, Fields, InputError, JsonPath};
 use crate::accountant::report::{check_delta_slack, check_grid_step, DEFAULT_DELTA_SLACK};
 use crate::accountant::{Event, NeighboringRelation};
@@ -193,7 +194,70 @@ impl ChargeRequest {
     }
 }
 
-/// Parses one event in either supported form.
+/// Parses one event in either supported form (ours, or dp_accounting's serialised DpEvent).
 pub fn parse_event(v: &Value, p: &JsonPath) -> Result<Event, InputError> {
-    Event::from_json_at(v, p)
+    crate::accountant::dp_event::parse_any_event(v, p)
+}
+
+/// `POST /v1/datasets/{id}/calibrate` and `/v1/accountant/calibrate`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalibrateRequest {
+    pub event: Event,
+    pub free_parameter: FreeParameter,
+    /// Stateless form only: the μ target, relation, δ slack and grid step.
+    pub mu: Option<f64>,
+    pub neighboring_relation: NeighboringRelation,
+    pub delta_slack: f64,
+    pub grid_step: f64,
+}
+
+impl CalibrateRequest {
+    /// Parses `{event, free_parameter}` (dataset form, `stateless = false`) or additionally
+    /// `{mu, neighboring_relation?, delta_slack?, grid_step?}` (stateless form).
+    pub fn from_json(v: &Value, stateless: bool) -> Result<Self, InputError> {
+        let root = JsonPath::root();
+        let mut f = Fields::new(v, &root)?;
+        let (e, p) = f.required("event")?;
+        let event = parse_event(e, &p)?;
+        let (fp, p) = f.required("free_parameter")?;
+        let name = json::string(fp, &p)?;
+        let free_parameter = FreeParameter::parse(name).ok_or_else(|| {
+            InputError::new(
+                &p,
+                format!("must be \"noise_multiplier\" or \"count\", got {name:?}"),
+            )
+        })?;
+        let mut req = CalibrateRequest {
+            event,
+            free_parameter,
+            mu: None,
+            neighboring_relation: NeighboringRelation::default(),
+            delta_slack: DEFAULT_DELTA_SLACK,
+            grid_step: crate::accountant::pld::DEFAULT_GRID_STEP,
+        };
+        if stateless {
+            let (m, p) = f.required("mu")?;
+            let mu = json::number(m, &p)?;
+            if !(mu > 0.0 && mu <= MAX_BUDGET_MU) {
+                return Err(InputError::new(
+                    &p,
+                    format!("must be a number in (0, {MAX_BUDGET_MU}], got {mu}"),
+                ));
+            }
+            req.mu = Some(mu);
+            if let Some((x, p)) = f.optional("neighboring_relation") {
+                req.neighboring_relation = relation(x, &p)?;
+            }
+            if let Some((x, p)) = f.optional("delta_slack") {
+                req.delta_slack =
+                    check_delta_slack(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
+            }
+            if let Some((x, p)) = f.optional("grid_step") {
+                req.grid_step =
+                    check_grid_step(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
+            }
+        }
+        f.finish()?;
+        Ok(req)
+    }
 }

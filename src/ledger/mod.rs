@@ -202,6 +202,53 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| LedgerError::Internal(format!("accountant task failed: {e}")))?
 }
 
+/// The outcome of a calibration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Calibrated {
+    pub free_parameter: String,
+    /// The smallest noise multiplier, or the largest count (0 when not even one step fits).
+    pub value: f64,
+    /// μ (upper bound) of the ledger with the calibrated event.
+    pub mu: f64,
+    pub mu_target: f64,
+    /// The event with the calibrated value filled in (absent when the count is 0).
+    pub event: Option<Value>,
+    pub evaluations: u32,
+}
+
+fn calibrated(
+    base: &Composition,
+    req: &input::CalibrateRequest,
+    target: f64,
+    slack: f64,
+) -> Result<Calibrated, LedgerError> {
+    use crate::accountant::calibrate::{calibrate, with_free_parameter};
+    let path = crate::accountant::json::JsonPath::root().field("event");
+    // Calibrate against what the gate admits, so the calibrated event is admitted.
+    let admissible = target * (1.0 + GATE_TOLERANCE);
+    let c = calibrate(
+        base,
+        &req.event,
+        req.free_parameter,
+        admissible,
+        slack,
+        &path,
+    )?;
+    let event = if c.value > 0.0 {
+        Some(with_free_parameter(&req.event, req.free_parameter, c.value, &path)?.to_json())
+    } else {
+        None
+    };
+    Ok(Calibrated {
+        free_parameter: req.free_parameter.as_str().to_owned(),
+        value: c.value,
+        mu: c.mu,
+        mu_target: target,
+        event,
+        evaluations: c.evaluations,
+    })
+}
+
 /// The composed ledger with a new event and what the gate needs from it.
 struct Gated {
     state: Composition,
@@ -605,6 +652,31 @@ impl Ledgers {
                 state.invocations(),
                 &opts,
             ))
+        })
+        .await
+    }
+
+    /// Calibrates one free parameter of an event against the dataset's budget (what still fits).
+    pub async fn calibrate(
+        &self,
+        id: &str,
+        req: input::CalibrateRequest,
+    ) -> Result<Calibrated, LedgerError> {
+        let row = self.row(id).await?;
+        let base = self.state(&row).await?;
+        let (mu, slack) = (row.budget_mu, row.budget_delta);
+        blocking(move || calibrated(&base, &req, mu, slack)).await
+    }
+
+    /// Calibrates one free parameter of an event against a μ target, on an empty ledger.
+    pub async fn calibrate_stateless(
+        &self,
+        req: input::CalibrateRequest,
+    ) -> Result<Calibrated, LedgerError> {
+        blocking(move || {
+            let base = Composition::new(req.neighboring_relation, req.grid_step);
+            let mu = req.mu.unwrap_or(0.0);
+            calibrated(&base, &req, mu, req.delta_slack)
         })
         .await
     }

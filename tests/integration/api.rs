@@ -555,3 +555,67 @@ async fn the_committed_openapi_document_matches_the_code() {
         "openapi/openapi.json is stale: run UPDATE_OPENAPI=1 cargo test committed_openapi"
     );
 }
+
+#[tokio::test]
+async fn charges_accept_dp_accounting_serialised_events() {
+    let app = spawn_app().await;
+    app.dataset("d", 5.0).await;
+    let ev = json!({"module_name": "dp_accounting.dp_event", "class_name": "SelfComposedDpEvent",
+        "event": {"module_name": "dp_accounting.dp_event", "class_name": "PoissonSampledDpEvent",
+                  "sampling_probability": 0.01,
+                  "event": {"module_name": "dp_accounting.dp_event", "class_name": "GaussianDpEvent",
+                            "noise_multiplier": 1.1}},
+        "count": 100});
+    let (s, b) = app
+        .post("/v1/datasets/d/charges", json!({"event": ev}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["charge"]["event"]["type"], "self_composed");
+    assert_eq!(b["report"]["method"], "pld");
+    let bad = json!({"class_name": "PoissonSampledDpEvent", "sampling_probability": 3,
+                     "event": {"class_name": "GaussianDpEvent", "noise_multiplier": 1}});
+    let (s, b) = app
+        .post("/v1/datasets/d/charges", json!({"event": bad}))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(b["details"]["path"], "$.event.sampling_probability");
+}
+
+#[tokio::test]
+async fn calibration_finds_what_still_fits() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    app.post("/v1/datasets/d/charges", gdp(0.6)).await;
+    // Remaining μ = 0.8, so a Gaussian needs noise multiplier ≥ 1/0.8 = 1.25.
+    let (s, c) = app
+        .post(
+            "/v1/datasets/d/calibrate",
+            json!({"event": {"type": "gaussian", "noise_multiplier": 1.0}, "free_parameter": "noise_multiplier"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    let sigma = c["value"].as_f64().unwrap();
+    assert!(sigma >= 1.25 && sigma < 1.25 * (1.0 + 1e-5), "{sigma}");
+    // And the calibrated event is admitted.
+    let (s, _) = app
+        .post("/v1/datasets/d/charges", json!({"event": c["event"]}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, c) = app
+        .post(
+            "/v1/accountant/calibrate",
+            json!({"event": {"type": "self_composed", "count": 1, "event": {"type": "gdp", "mu": 0.1}},
+                   "free_parameter": "count", "mu": 1.0}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    assert_eq!(c["value"], 100.0);
+    let (s, b) = app
+        .post(
+            "/v1/accountant/calibrate",
+            json!({"event": {"type": "gdp", "mu": 0.1}, "free_parameter": "sigma", "mu": 1}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(b["details"]["path"], "$.free_parameter");
+}
