@@ -3,5 +3,6 @@
 mod accuracy;
 mod api;
 mod cli;
+mod crash;
 mod pld;
 mod properties;
