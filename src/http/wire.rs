@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 
 /// A μ-GDP budget.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = Budget)]
 pub struct BudgetWire {
     /// The μ the ledger may reach.
     #[schema(example = 1.0)]
@@ -85,6 +86,7 @@ pub struct DatasetPage {
 /// `POST /v1/datasets/{id}/charges` and `/preview`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"event": {"type": "self_composed", "count": 1000, "event": {"type": "poisson_sampled", "sampling_rate": 0.01, "event": {"type": "gaussian", "noise_multiplier": 1.1}}}, "label": "dp-sgd epoch 1"}))]
+#[schema(as = ChargeRequest)]
 pub struct ChargeRequestWire {
     /// The mechanism run: an event of the model (`{"type": ...}`: gaussian, laplace,
     /// discrete_laplace, discrete_gaussian, randomized_response, epsilon_delta, gdp,
@@ -142,6 +144,7 @@ pub struct EntryPage {
 
 /// What a charge would do (nothing written).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = Preview)]
 pub struct PreviewWire {
     pub admitted: bool,
     pub mu_after: Option<f64>,
@@ -152,6 +155,7 @@ pub struct PreviewWire {
 
 /// μ-GDP summary.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = Mu)]
 pub struct MuWire {
     /// Upper bound on the tight μ (sound); null when no finite μ holds within the δ slack.
     pub upper: Option<f64>,
@@ -165,6 +169,7 @@ pub struct MuWire {
 
 /// ε at one δ (null epsilon = +∞).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = EpsilonPoint)]
 pub struct EpsilonPointWire {
     pub delta: f64,
     pub epsilon: Option<f64>,
@@ -173,6 +178,7 @@ pub struct EpsilonPointWire {
 
 /// δ at one ε.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = DeltaPoint)]
 pub struct DeltaPointWire {
     pub epsilon: f64,
     pub delta: f64,
@@ -181,6 +187,7 @@ pub struct DeltaPointWire {
 
 /// The trade-off curve at one α.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = TradeoffPoint)]
 pub struct TradeoffPointWire {
     pub alpha: f64,
     /// Lower bound on f(α) (sound).
@@ -194,6 +201,7 @@ pub struct TradeoffPointWire {
 
 /// The seed-003 Tier-II table.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = Tier2)]
 pub struct Tier2Wire {
     pub alpha_star: f64,
     pub rows: Vec<TradeoffPointWire>,
@@ -201,6 +209,7 @@ pub struct Tier2Wire {
 
 /// CLT approximation (never enforced).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = Clt)]
 pub struct CltWire {
     pub approximate: bool,
     pub mu: f64,
@@ -210,6 +219,7 @@ pub struct CltWire {
 
 /// Accountant identification.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = AccountantInfo)]
 pub struct AccountantWire {
     pub name: String,
     pub version: String,
@@ -218,6 +228,7 @@ pub struct AccountantWire {
 
 /// The privacy report.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = Report)]
 pub struct ReportWire {
     /// `analytic` or `pld`.
     pub method: String,
@@ -239,6 +250,7 @@ pub struct ReportWire {
 
 /// The trade-off curve of a dataset.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = Tradeoff)]
 pub struct TradeoffWire {
     pub mu: MuWire,
     pub alpha_star: f64,
@@ -275,6 +287,7 @@ pub struct DatasetCalibrateRequest {
 /// `POST /v1/accountant/calibrate`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"event": {"type": "self_composed", "count": 2000, "event": {"type": "poisson_sampled", "sampling_rate": 0.01, "event": {"type": "gaussian", "noise_multiplier": 1.0}}}, "free_parameter": "noise_multiplier", "mu": 1.0}))]
+#[schema(as = CalibrateRequest)]
 pub struct CalibrateRequestWire {
     #[schema(value_type = Object)]
     pub event: Value,
@@ -290,6 +303,7 @@ pub struct CalibrateRequestWire {
 
 /// The result of a calibration.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = Calibration)]
 pub struct CalibrationWire {
     pub free_parameter: String,
     /// The smallest noise multiplier, or the largest count (0 when not even one step fits).
