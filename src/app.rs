@@ -3,7 +3,7 @@
 use crate::config::{LogFormat, ServeConfig};
 use crate::http::{self, AppState, Limits};
 use crate::ledger::Ledgers;
-use crate::store::{sqlite::SqliteStore, Store, StoreError};
+use crate::store::{postgres::PostgresStore, sqlite::SqliteStore, Store, StoreError};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -27,9 +27,11 @@ pub fn metrics_handle() -> PrometheusHandle {
 pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
     if url.starts_with("sqlite:") {
         Ok(Arc::new(SqliteStore::connect(url).await?))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PostgresStore::connect(url).await?))
     } else {
         Err(StoreError::Unavailable(format!(
-            "unsupported database URL {url:?}: use sqlite://FILE"
+            "unsupported database URL {url:?}: use sqlite://FILE or postgres://…"
         )))
     }
 }

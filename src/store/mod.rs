@@ -7,6 +7,7 @@
 //! `(dataset_id, idempotency_key)`), and stores the new composed state. A charge is acknowledged only
 //! after that transaction commits.
 
+pub mod postgres;
 pub mod sqlite;
 
 use async_trait::async_trait;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A minimal HTTP/1.1 client (one request per connection).
-fn http(
+pub fn http(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -41,13 +41,13 @@ fn http(
     Ok((status, serde_json::from_str(body).unwrap_or(Value::Null)))
 }
 
-struct Server {
+pub struct Server {
     child: Child,
-    addr: SocketAddr,
+    pub addr: SocketAddr,
 }
 
 impl Server {
-    fn start(db: &str) -> Server {
+    pub fn start(db: &str) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_privacy-ledger"))
             .args(["serve", "--listen", "127.0.0.1:0", "--database-url", db])
             .env("RUST_LOG", "warn")
@@ -68,7 +68,7 @@ impl Server {
         Server { child, addr }
     }
 
-    fn kill(mut self) {
+    pub fn kill(mut self) {
         // SIGKILL on Unix: no graceful shutdown, no flush.
         self.child.kill().unwrap();
         self.child.wait().unwrap();

@@ -6,3 +6,5 @@ mod cli;
 mod crash;
 mod pld;
 mod properties;
+mod replicas;
+mod store;

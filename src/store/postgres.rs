@@ -1,0 +1,320 @@
+//! The shared store: PostgreSQL (or any Postgres-compatible engine), for several replicas.
+//!
+//! Schema migrations are applied on start under an advisory lock (replicas may start together).
+//! The append's compare-and-swap is an `UPDATE … WHERE version = $expected`: a concurrent appender
+//! blocks on the row lock, then re-evaluates the condition against the committed row and updates
+//! nothing, which the store reports as [`StoreError::VersionConflict`]. Durability is PostgreSQL's
+//! (a COMMIT returns after the WAL is flushed with the default `synchronous_commit = on`). Connection
+//! failures surface as [`StoreError::Unavailable`] quickly (short acquire timeout); the pool
+//! reconnects by itself when the database is back.
+
+use super::{DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
+use async_trait::async_trait;
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::Row;
+use std::time::Duration;
+
+/// Advisory-lock key serialising schema migrations across replicas.
+const MIGRATION_LOCK: i64 = 0x7072_6976_6c65_6467;
+
+const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS datasets (
+        id TEXT PRIMARY KEY,
+        description TEXT NOT NULL,
+        neighboring_relation TEXT NOT NULL,
+        budget_mu DOUBLE PRECISION NOT NULL,
+        budget_delta DOUBLE PRECISION NOT NULL,
+        grid_step DOUBLE PRECISION NOT NULL,
+        version BIGINT NOT NULL,
+        charges BIGINT NOT NULL,
+        mu_spent DOUBLE PRECISION NOT NULL,
+        mu_spent_lower DOUBLE PRECISION NOT NULL,
+        state BYTEA NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )",
+    "CREATE TABLE IF NOT EXISTS entries (
+        dataset_id TEXT NOT NULL REFERENCES datasets(id),
+        seq BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        charge_id TEXT,
+        event TEXT,
+        label TEXT,
+        metadata TEXT,
+        idempotency_key TEXT,
+        request_hash TEXT,
+        mu_after DOUBLE PRECISION,
+        budget_mu DOUBLE PRECISION,
+        budget_delta DOUBLE PRECISION,
+        response TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (dataset_id, seq)
+    )",
+    "CREATE UNIQUE INDEX IF NOT EXISTS entries_idempotency
+        ON entries (dataset_id, idempotency_key) WHERE idempotency_key IS NOT NULL",
+];
+
+/// The PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+fn unavailable(e: sqlx::Error) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://…`) and applies the schema.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(3))
+            .connect(url)
+            .await
+            .map_err(unavailable)?;
+        let mut conn = pool.acquire().await.map_err(unavailable)?;
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(MIGRATION_LOCK)
+            .execute(&mut *conn)
+            .await
+            .map_err(unavailable)?;
+        let mut result = Ok(());
+        for stmt in SCHEMA {
+            if let Err(e) = sqlx::query(stmt).execute(&mut *conn).await {
+                result = Err(unavailable(e));
+                break;
+            }
+        }
+        let _ = sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(MIGRATION_LOCK)
+            .execute(&mut *conn)
+            .await;
+        result?;
+        Ok(PostgresStore { pool })
+    }
+}
+
+fn dataset_from_row(r: &PgRow) -> DatasetRow {
+    DatasetRow {
+        id: r.get("id"),
+        description: r.get("description"),
+        neighboring_relation: r.get("neighboring_relation"),
+        budget_mu: r.get("budget_mu"),
+        budget_delta: r.get("budget_delta"),
+        grid_step: r.get("grid_step"),
+        version: r.get("version"),
+        charges: r.get("charges"),
+        mu_spent: r.get("mu_spent"),
+        mu_spent_lower: r.get("mu_spent_lower"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
+    }
+}
+
+fn entry_from_row(r: &PgRow) -> EntryRow {
+    EntryRow {
+        seq: r.get("seq"),
+        kind: r.get("kind"),
+        charge_id: r.get("charge_id"),
+        event: r.get("event"),
+        label: r.get("label"),
+        metadata: r.get("metadata"),
+        idempotency_key: r.get("idempotency_key"),
+        request_hash: r.get("request_hash"),
+        mu_after: r.get("mu_after"),
+        budget_mu: r.get("budget_mu"),
+        budget_delta: r.get("budget_delta"),
+        response: r.get("response"),
+        created_at: r.get("created_at"),
+    }
+}
+
+const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu, budget_delta, \
+    grid_step, version, charges, mu_spent, mu_spent_lower, created_at, updated_at";
+const ENTRY_COLUMNS: &str = "seq, kind, charge_id, event, label, metadata, idempotency_key, \
+    request_hash, mu_after, budget_mu, budget_delta, response, created_at";
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn create_dataset(&self, row: &DatasetRow, state: &[u8]) -> Result<(), StoreError> {
+        let res = sqlx::query(
+            "INSERT INTO datasets (id, description, neighboring_relation, budget_mu, budget_delta, \
+             grid_step, version, charges, mu_spent, mu_spent_lower, state, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        )
+        .bind(&row.id)
+        .bind(&row.description)
+        .bind(&row.neighboring_relation)
+        .bind(row.budget_mu)
+        .bind(row.budget_delta)
+        .bind(row.grid_step)
+        .bind(row.version)
+        .bind(row.charges)
+        .bind(row.mu_spent)
+        .bind(row.mu_spent_lower)
+        .bind(state)
+        .bind(&row.created_at)
+        .bind(&row.updated_at)
+        .execute(&self.pool)
+        .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) if is_unique_violation(&e) => Err(StoreError::AlreadyExists),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    async fn get_dataset(&self, id: &str) -> Result<Option<DatasetRow>, StoreError> {
+        let q = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = $1");
+        let row = sqlx::query(&q)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.as_ref().map(dataset_from_row))
+    }
+
+    async fn get_state(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError> {
+        let row = sqlx::query("SELECT version, state FROM datasets WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.map(|r| (r.get("version"), r.get("state"))))
+    }
+
+    async fn list_datasets(
+        &self,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<DatasetRow>, StoreError> {
+        let q =
+            format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id > $1 ORDER BY id LIMIT $2");
+        let rows = sqlx::query(&q)
+            .bind(after.unwrap_or(""))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(dataset_from_row).collect())
+    }
+
+    async fn find_entry_by_key(&self, id: &str, key: &str) -> Result<Option<EntryRow>, StoreError> {
+        let q = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = $1 AND idempotency_key = $2"
+        );
+        let row = sqlx::query(&q)
+            .bind(id)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.as_ref().map(entry_from_row))
+    }
+
+    async fn list_entries(
+        &self,
+        id: &str,
+        kind: Option<&str>,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<EntryRow>, StoreError> {
+        let q = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = $1 AND seq > $2 \
+             AND ($3::text IS NULL OR kind = $4) ORDER BY seq LIMIT $5"
+        );
+        let rows = sqlx::query(&q)
+            .bind(id)
+            .bind(after)
+            .bind(kind)
+            .bind(kind)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(entry_from_row).collect())
+    }
+
+    async fn append(
+        &self,
+        id: &str,
+        expected_version: i64,
+        entry: &EntryRow,
+        update: &DatasetUpdate,
+        state: Option<&[u8]>,
+    ) -> Result<i64, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let res = sqlx::query(
+            "UPDATE datasets SET version = version + 1, budget_mu = $1, budget_delta = $2, \
+             charges = $3, mu_spent = $4, mu_spent_lower = $5, state = COALESCE($6, state), \
+             updated_at = $7 WHERE id = $8 AND version = $9",
+        )
+        .bind(update.budget_mu)
+        .bind(update.budget_delta)
+        .bind(update.charges)
+        .bind(update.mu_spent)
+        .bind(update.mu_spent_lower)
+        .bind(state)
+        .bind(&update.updated_at)
+        .bind(id)
+        .bind(expected_version)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        if res.rows_affected() == 0 {
+            let exists = sqlx::query("SELECT 1 FROM datasets WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(unavailable)?;
+            return Err(if exists.is_some() {
+                StoreError::VersionConflict
+            } else {
+                StoreError::NotFound
+            });
+        }
+        let seq = expected_version + 1;
+        let ins = sqlx::query(
+            "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
+             idempotency_key, request_hash, mu_after, budget_mu, budget_delta, response, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        )
+        .bind(id)
+        .bind(seq)
+        .bind(&entry.kind)
+        .bind(&entry.charge_id)
+        .bind(&entry.event)
+        .bind(&entry.label)
+        .bind(&entry.metadata)
+        .bind(&entry.idempotency_key)
+        .bind(&entry.request_hash)
+        .bind(entry.mu_after)
+        .bind(entry.budget_mu)
+        .bind(entry.budget_delta)
+        .bind(&entry.response)
+        .bind(&entry.created_at)
+        .execute(&mut *tx)
+        .await;
+        match ins {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateKey),
+            Err(e) => return Err(unavailable(e)),
+        }
+        tx.commit().await.map_err(unavailable)?;
+        Ok(seq)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(unavailable)
+    }
+}

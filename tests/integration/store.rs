@@ -1,0 +1,204 @@
+//! The store contract, run against SQLite always and PostgreSQL when `TEST_DATABASE_URL` is set.
+
+use privacy_ledger::app::open_store;
+use privacy_ledger::store::{DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
+use std::sync::Arc;
+
+/// The PostgreSQL URL for tests, if any (`.ci/run` sets it; without it those tests are skipped).
+pub fn postgres_url() -> Option<String> {
+    std::env::var("TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
+fn dataset(id: &str) -> DatasetRow {
+    DatasetRow {
+        id: id.to_owned(),
+        description: "d".into(),
+        neighboring_relation: "add_or_remove_one".into(),
+        budget_mu: 1.0,
+        budget_delta: 1e-10,
+        grid_step: 1e-4,
+        version: 0,
+        charges: 0,
+        mu_spent: 0.0,
+        mu_spent_lower: 0.0,
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        updated_at: "2026-01-01T00:00:00.000Z".into(),
+    }
+}
+
+fn entry(key: Option<&str>) -> EntryRow {
+    EntryRow {
+        seq: 0,
+        kind: "charge".into(),
+        charge_id: Some("c".into()),
+        event: Some("{\"type\":\"gdp\",\"mu\":0.1}".into()),
+        label: None,
+        metadata: None,
+        idempotency_key: key.map(str::to_owned),
+        request_hash: Some("h".into()),
+        mu_after: Some(0.1),
+        budget_mu: None,
+        budget_delta: None,
+        response: Some("{}".into()),
+        created_at: "2026-01-01T00:00:01.000Z".into(),
+    }
+}
+
+fn update(charges: i64, mu: f64) -> DatasetUpdate {
+    DatasetUpdate {
+        budget_mu: 1.0,
+        budget_delta: 1e-10,
+        charges,
+        mu_spent: mu,
+        mu_spent_lower: mu,
+        updated_at: "2026-01-01T00:00:01.000Z".into(),
+    }
+}
+
+async fn contract(store: Arc<dyn Store>) {
+    let p = uuid::Uuid::new_v4().simple().to_string();
+    let id = format!("{p}-a");
+    store.ping().await.unwrap();
+    store.create_dataset(&dataset(&id), b"s0").await.unwrap();
+    assert_eq!(
+        store.create_dataset(&dataset(&id), b"s0").await,
+        Err(StoreError::AlreadyExists)
+    );
+    assert_eq!(store.get_dataset(&id).await.unwrap().unwrap(), dataset(&id));
+    assert!(store
+        .get_dataset(&format!("{p}-zz"))
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        store.get_state(&id).await.unwrap().unwrap(),
+        (0, b"s0".to_vec())
+    );
+
+    // Append: compare-and-swap on the version, the state replaced, the entry numbered.
+    let seq = store
+        .append(&id, 0, &entry(Some("k1")), &update(1, 0.1), Some(b"s1"))
+        .await
+        .unwrap();
+    assert_eq!(seq, 1);
+    assert_eq!(
+        store.get_state(&id).await.unwrap().unwrap(),
+        (1, b"s1".to_vec())
+    );
+    let row = store.get_dataset(&id).await.unwrap().unwrap();
+    assert_eq!((row.version, row.charges, row.mu_spent), (1, 1, 0.1));
+    // A stale version is refused and writes nothing.
+    assert_eq!(
+        store
+            .append(&id, 0, &entry(None), &update(2, 0.2), Some(b"x"))
+            .await,
+        Err(StoreError::VersionConflict)
+    );
+    // A reused idempotency key is refused and writes nothing (the version stays).
+    assert_eq!(
+        store
+            .append(&id, 1, &entry(Some("k1")), &update(2, 0.2), Some(b"x"))
+            .await,
+        Err(StoreError::DuplicateKey)
+    );
+    assert_eq!(
+        store.get_state(&id).await.unwrap().unwrap(),
+        (1, b"s1".to_vec())
+    );
+    // Without a state the state is kept (budget changes).
+    let mut b = entry(None);
+    b.kind = "budget".into();
+    b.budget_mu = Some(2.0);
+    b.budget_delta = Some(1e-10);
+    assert_eq!(
+        store
+            .append(&id, 1, &b, &update(1, 0.1), None)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        store.get_state(&id).await.unwrap().unwrap(),
+        (2, b"s1".to_vec())
+    );
+    assert_eq!(
+        store
+            .append(&format!("{p}-zz"), 0, &entry(None), &update(1, 0.1), None)
+            .await,
+        Err(StoreError::NotFound)
+    );
+
+    let found = store.find_entry_by_key(&id, "k1").await.unwrap().unwrap();
+    assert_eq!((found.seq, found.mu_after), (1, Some(0.1)));
+    assert!(store.find_entry_by_key(&id, "k2").await.unwrap().is_none());
+    let all = store.list_entries(&id, None, 0, 10).await.unwrap();
+    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
+    let charges = store
+        .list_entries(&id, Some("charge"), 0, 10)
+        .await
+        .unwrap();
+    assert_eq!(charges.len(), 1);
+    assert_eq!(
+        store.list_entries(&id, None, 1, 10).await.unwrap()[0].seq,
+        2
+    );
+
+    store
+        .create_dataset(&dataset(&format!("{p}-b")), b"")
+        .await
+        .unwrap();
+    let page = store
+        .list_datasets(Some(&format!("{p}-a")), 10)
+        .await
+        .unwrap();
+    assert!(page.iter().any(|d| d.id == format!("{p}-b")));
+    assert!(page.iter().all(|d| d.id.as_str() > id.as_str()));
+}
+
+#[tokio::test]
+async fn the_sqlite_store_keeps_the_contract() {
+    let dir = super::api::temp_dir("store");
+    let url = format!("sqlite://{}", dir.join("s.db").display());
+    contract(open_store(&url).await.unwrap()).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn the_postgres_store_keeps_the_contract() {
+    let Some(url) = postgres_url() else {
+        eprintln!("skipped: set TEST_DATABASE_URL to run the PostgreSQL store contract");
+        return;
+    };
+    contract(open_store(&url).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appends_on_postgres_never_both_win() {
+    let Some(url) = postgres_url() else {
+        eprintln!("skipped: set TEST_DATABASE_URL to run the PostgreSQL concurrency check");
+        return;
+    };
+    let store = open_store(&url).await.unwrap();
+    let id = format!("{}-race", uuid::Uuid::new_v4().simple());
+    store.create_dataset(&dataset(&id), b"").await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (store, id) = (store.clone(), id.clone());
+        tasks.push(tokio::spawn(async move {
+            store
+                .append(&id, 0, &entry(None), &update(1, 0.1), Some(b"s"))
+                .await
+        }));
+    }
+    let mut wins = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => wins += 1,
+            Err(StoreError::VersionConflict) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(wins, 1);
+}
