@@ -15,10 +15,17 @@
 use super::normal;
 use super::rounding::{self, U};
 
-/// Relative error bound of one evaluation of `normal::cdf`/`sf`/`isf` at an exact argument (erfc
-/// from the Faddeeva package and statrs' erfc⁻¹ + one Newton step are accurate to a few ulps; the
-/// tests measure < 8U over the fixture grid, we allow 16U).
+/// Relative error bound of one evaluation of `normal::isf` at an exact argument: statrs' erfc⁻¹ plus
+/// one Newton step measures ≤ 4.4U against 420-digit mpmath over [1e-300, ½]; we allow 16U.
 const PHI_REL_ERR: f64 = 16.0 * U;
+
+/// Relative error bound of `normal::cdf(x)` / `normal::sf(−x)` in the lower tail, at an exact argument:
+/// the Faddeeva erfc loses about U·x² to the exponent (measured ≤ 2.2e-13 at x ≈ −35 against mpmath,
+/// over x ∈ [−37.5, 0]); we allow 8U(1 + x²), a 5× margin. Below x ≈ −37.5 the value is subnormal
+/// (< 2.2e-308) and only its absolute size is meaningful.
+fn phi_rel_err(x: f64) -> f64 {
+    8.0 * U * (1.0 + x * x)
+}
 
 /// Φ(x) with a relative error bound, given an absolute error bound `ex` on the argument.
 /// d ln Φ(x)/dx = φ(x)/Φ(x), which is ≤ 2φ(x) for x ≥ 0 and ≤ |x| + 1 for x < 0 (the inverse Mills
@@ -29,7 +36,8 @@ fn cdf_with_err(x: f64, ex: f64) -> (f64, f64) {
     } else {
         x.abs() + 1.0
     };
-    (normal::cdf(x), PHI_REL_ERR + h * ex)
+    let own = if x >= 0.0 { 8.0 * U } else { phi_rel_err(x) };
+    (normal::cdf(x), own + h * ex)
 }
 
 /// The GDP trade-off function G_μ(α) = Φ(Φ⁻¹(1−α) − μ): the smallest type II error (β) any test
@@ -137,9 +145,12 @@ fn delta_with_err(mu: f64, eps: f64) -> (f64, f64) {
     // Absolute error of d: the log-tails are accurate to ~PHI_REL_ERR in the tail variable and to
     // U·x² from forming x²/2; the arguments a, b carry U·(r + μ/2)·(1 + |x|) from forming them.
     let arg = U * (r + mu / 2.0 + 1.0);
-    let e_d = 4.0
-        * (PHI_REL_ERR * (1.0 + ln_a.abs() + ln_b.abs())
-            + U * (a * a + b * b + eps)
+    // log_sf(x) = ln(½ erfcx(x/√2)) − x²/2: erfcx is relatively accurate (Faddeeva), so each log-tail
+    // carries ≈ U·x² from forming x²/2 plus a few ulps of its logarithm; doubled for margin.
+    let e_d = 2.0
+        * (2.0 * U * (a * a + b * b)
+            + PHI_REL_ERR * (2.0 + (ln_a + 0.5 * a * a).abs() + (ln_b + 0.5 * b * b).abs())
+            + U * eps
             + arg * (a.abs() + b.abs() + 2.0));
     // Relative error of 1 − e^d given absolute error e_d in d: e_d·e^d/(1 − e^d).
     let cancel = e_d * d.exp() / one_minus;
@@ -179,7 +190,8 @@ pub fn delta_bounds(mu: f64, eps: f64) -> (f64, f64) {
     }
     let eps = eps.max(0.0);
     if eps == 0.0 {
-        let v = statrs::function::erf::erf(mu / (2.0 * std::f64::consts::SQRT_2));
+        // erf from the Faddeeva package (statrs' erf is off by ~1e-10 relative here).
+        let v = errorfunctions::RealErrorFunctions::erf(mu / (2.0 * std::f64::consts::SQRT_2));
         return (
             rounding::prob_down(v, PHI_REL_ERR + 2.0 * U),
             rounding::prob_up(v, PHI_REL_ERR + 2.0 * U),
@@ -322,15 +334,23 @@ pub fn group(mu: f64, k: u64) -> f64 {
 /// μ = 2Φ⁻¹(e^ε/(1+e^ε)) = 2·isf(1/(1+e^ε))                 seed 003 Prop. 6.1
 /// ```
 /// # Soundness
-/// Rounded up: 1/(1+e^ε) is formed as exp(−ε − ln(1+e^{−ε})) with ≤ (4 + ε)U relative error, which
-/// moves z = isf(p) by at most that divided by the inverse Mills ratio (≥ z), far below the 32U
-/// relative widening applied for ε ≤ 30; beyond that the exp argument error dominates and is added.
+/// Rounded up. For ε ≤ 2 through 2√2·erf⁻¹(tanh(ε/2)) (tanh and statrs' erf⁻¹ are accurate to a few
+/// ulps; 64U is allowed). Beyond, 1/(1+e^ε) is formed as exp(−ε − ln(1+e^{−ε})) with ≤ (4 + ε)U
+/// relative error, which moves z = isf(p) by at most that divided by the inverse Mills ratio (≥ z);
+/// 32U + (4 + ε)U is allowed. Both are checked against 60-digit values in the tests.
 pub fn from_pure_dp(eps: f64) -> f64 {
     if eps <= 0.0 {
         return 0.0;
     }
     if eps.is_infinite() {
         return f64::INFINITY;
+    }
+    if eps <= 2.0 {
+        // e^ε/(1+e^ε) = ½ + ½tanh(ε/2), so μ = 2Φ⁻¹(½ + t/2) = 2√2·erf⁻¹(t) with t = tanh(ε/2): no
+        // cancellation near ε = 0 (where 1/(1+e^ε) ≈ ½ would lose every digit of μ).
+        let t = (eps / 2.0).tanh();
+        let v = 2.0 * std::f64::consts::SQRT_2 * statrs::function::erf::erf_inv(t);
+        return rounding::up(v, 64.0 * U);
     }
     let p = (-eps - (-eps).exp().ln_1p()).exp();
     if p == 0.0 {
