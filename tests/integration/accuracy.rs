@@ -167,3 +167,172 @@ fn pure_dp_converts_to_mu_soundly() {
         );
     }
 }
+
+use privacy_ledger::accountant::{clt, epsilon_delta, subsample, tv};
+
+/// Relative tolerance for quantities computed by sums of exact terms (compositions, closed forms):
+/// rounding is ≤ ~1e-13 relative; 1e-9 is the bar.
+const SUM_TOL: f64 = 1e-9;
+
+#[test]
+fn subsampled_gdp_matches_drs22_eq_13() {
+    let v = fixtures();
+    for r in rows(&v, "subsampled_gdp") {
+        let (mu, p, a, want) = (f(r, "mu"), f(r, "p"), f(r, "alpha"), f(r, "beta"));
+        let got = subsample::subsampled_gdp(mu, p, a);
+        assert!(
+            got <= want * (1.0 + 1e-15) && rel(got, want) < SUM_TOL,
+            "C_{p}(G_{mu})({a}): {got} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn tv_composition_matches_ghazi_issa_theorem_2() {
+    let v = fixtures();
+    for r in rows(&v, "tv_composition") {
+        let (e, d, eta, k, j) = (
+            f(r, "epsilon"),
+            f(r, "delta"),
+            f(r, "eta"),
+            r["k"].as_u64().unwrap(),
+            f(r, "j"),
+        );
+        let want = f(r, "delta_j");
+        let got = tv::TvComposition::new(e, d, eta, k).delta_for_epsilon(j * e);
+        assert!(
+            got >= want * (1.0 - 1e-15),
+            "k = {k}, j = {j}: {got} below {want}"
+        );
+        assert!(
+            rel(got, want) < SUM_TOL || (got - want).abs() < 1e-15,
+            "k = {k}, j = {j}: {got} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn closed_form_total_variations_match() {
+    let v = fixtures();
+    for r in rows(&v, "tv_mechanisms") {
+        let p = &r["params"];
+        let want = f(r, "tv");
+        let got = match r["mechanism"].as_str().unwrap() {
+            "laplace" => tv::laplace(f(p, "epsilon")),
+            "gaussian" => tv::gaussian(f(p, "mu")),
+            "randomized_response" => {
+                tv::randomized_response(f(p, "epsilon"), p["k"].as_u64().unwrap())
+            }
+            "discrete_laplace" => tv::discrete_laplace(f(p, "epsilon"), 1),
+            "discrete_gaussian" => tv::discrete_gaussian(f(p, "sigma"), 1),
+            m => panic!("unknown mechanism {m}"),
+        };
+        assert!(
+            got >= want * (1.0 - 1e-15) && rel(got, want) < 1e-12,
+            "{r}: {got}"
+        );
+    }
+}
+
+#[test]
+fn exact_pure_dp_compositions_match_the_binomial_form() {
+    let v = fixtures();
+    for c in rows(&v, "pure_dp_composition") {
+        let comp =
+            epsilon_delta::PureComposition::new(&[(f(c, "epsilon0"), c["n"].as_u64().unwrap())])
+                .unwrap();
+        for p in c["delta_profile"].as_array().unwrap() {
+            let (e, want) = (f(p, "epsilon"), f(p, "delta"));
+            let got = comp.delta_for_epsilon(e);
+            assert!(
+                got >= want * (1.0 - 1e-15) && (rel(got, want) < SUM_TOL || want < 1e-300),
+                "{c}: δ({e}) = {got}"
+            );
+        }
+        for p in c["epsilon_for_delta"].as_array().unwrap() {
+            let (d, want) = (f(p, "delta"), f(p, "epsilon"));
+            let got = comp.epsilon_for_delta(d);
+            assert!(
+                got >= want * (1.0 - 1e-15) && rel(got, want) < SUM_TOL,
+                "{c}: ε({d}) = {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn f_eps_delta_and_gdp_advantage_match() {
+    let v = fixtures();
+    for r in rows(&v, "eps_delta_tradeoff") {
+        let want = f(r, "beta");
+        let got = epsilon_delta::tradeoff(f(r, "epsilon"), f(r, "delta"), f(r, "alpha"));
+        assert!(
+            got <= want && (want - got) <= 1e-12 * want.max(1e-300) + 1e-300,
+            "{r}: {got}"
+        );
+    }
+    for r in rows(&v, "gdp_advantage") {
+        let mu = f(r, "mu");
+        let got = gdp::advantage(mu);
+        assert!(
+            got >= f(r, "advantage") && rel(got, f(r, "advantage")) < 1e-12,
+            "{r}: {got}"
+        );
+        assert!(
+            rel(gdp::fixed_point(mu), f(r, "fixed_point")) < 1e-14,
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn clt_functionals_match_drs22_theorem_5() {
+    // Cases in fixture order: 10 × f_{1/√10,0}; 4 × G_0.5; C_p(G_μ) with p = 256/60000, μ = 1/1.1,
+    // T = 14062.5 (MNIST, seed 001 D11); C_p(G_μ) with p = 0.1, μ = 1, T = 100. κ̄₃ includes the slope
+    // −1 segment that the printed Lemma 4 omits (seed 001 §12.4).
+    let v = fixtures();
+    let c = rows(&v, "clt");
+    let cases: [(clt::Functionals, f64); 4] = [
+        (clt::pure_dp(1.0 / 10f64.sqrt()), 10.0),
+        (clt::gdp(0.5), 4.0),
+        (clt::subsampled_gdp(1.0 / 1.1, 256.0 / 60000.0), 14062.5),
+        (clt::subsampled_gdp(1.0, 0.1), 100.0),
+    ];
+    for (r, (fun, n)) in c.iter().zip(cases) {
+        for (got, key) in [(fun.kl, "kl"), (fun.kappa2, "kappa2"), (fun.kbar3, "kbar3")] {
+            assert!(
+                rel(got, f(r, key)) < 1e-10,
+                "{}: {key} = {got} vs {}",
+                r["case"],
+                f(r, key)
+            );
+        }
+        let sums = clt::CltSums {
+            kl: n * fun.kl,
+            kappa2: n * fun.kappa2,
+            kl_sq: n * fun.kl * fun.kl,
+            kbar3: n * fun.kbar3,
+        };
+        let be = sums.berry_esseen().unwrap();
+        assert!(
+            rel(be.mu, f(r, "mu_clt")) < 1e-10,
+            "{}: μ = {}",
+            r["case"],
+            be.mu
+        );
+        assert!(
+            rel(be.gamma, f(r, "gamma")) < 1e-9,
+            "{}: γ = {}",
+            r["case"],
+            be.gamma
+        );
+    }
+    // Cor. 4 for the MNIST case.
+    let want = f(&c[2], "noisysgd_mu");
+    assert!(
+        rel(
+            clt::noisy_sgd_mu_uniform(256.0 / 60000.0, 1.1, 14062.5),
+            want
+        ) < 1e-12
+    );
+}
