@@ -25,13 +25,7 @@ impl Budget {
     pub fn from_json(v: &Value, path: &JsonPath) -> Result<Self, InputError> {
         let mut f = Fields::new(v, path)?;
         let (m, p) = f.required("mu")?;
-        let mu = json::number(m, &p)?;
-        if !(mu > 0.0 && mu <= MAX_BUDGET_MU) {
-            return Err(InputError::new(
-                &p,
-                format!("must be a number in (0, {MAX_BUDGET_MU}], got {mu}"),
-            ));
-        }
+        let mu = budget_mu(m, &p)?;
         let delta = match f.optional("delta") {
             None => DEFAULT_DELTA_SLACK,
             Some((d, p)) => {
@@ -40,6 +34,19 @@ impl Budget {
         };
         f.finish()?;
         Ok(Budget { mu, delta })
+    }
+}
+
+/// Reads a μ budget or target: a number in (0, [`MAX_BUDGET_MU`]].
+fn budget_mu(v: &Value, p: &JsonPath) -> Result<f64, InputError> {
+    let mu = json::number(v, p)?;
+    if mu > 0.0 && mu <= MAX_BUDGET_MU {
+        Ok(mu)
+    } else {
+        Err(InputError::new(
+            p,
+            format!("must be a number in (0, {MAX_BUDGET_MU}], got {mu}"),
+        ))
     }
 }
 
@@ -237,14 +244,7 @@ impl CalibrateRequest {
         };
         if stateless {
             let (m, p) = f.required("mu")?;
-            let mu = json::number(m, &p)?;
-            if !(mu > 0.0 && mu <= MAX_BUDGET_MU) {
-                return Err(InputError::new(
-                    &p,
-                    format!("must be a number in (0, {MAX_BUDGET_MU}], got {mu}"),
-                ));
-            }
-            req.mu = Some(mu);
+            req.mu = Some(budget_mu(m, &p)?);
             if let Some((x, p)) = f.optional("neighboring_relation") {
                 req.neighboring_relation = relation(x, &p)?;
             }
