@@ -2,7 +2,7 @@
 # Multi-stage build: compile in the Rust image, run from a small Debian slim image as a non-root user.
 # Configuration comes only from the environment (see README, "Configuration").
 
-FROM rust:1.89-bookworm AS build
+FROM rust:1-bookworm AS build
 WORKDIR /src
 # Dependencies first, so they are cached across source changes.
 COPY Cargo.toml Cargo.lock ./
