@@ -16,6 +16,8 @@ use super::pld::{Pld, Pmf};
 use super::report::Guarantee;
 use super::{AccountantError, NeighboringRelation};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Version of the serialised form ([`Composition::to_bytes`]).
 pub const STATE_FORMAT_VERSION: u32 = 1;
@@ -89,8 +91,9 @@ impl Composition {
             next.gdp.add_terms(&terms);
         }
         for (ev, n, p) in rest {
-            let one = Pld::from_event(ev, rel, self.grid_step, &p)?;
+            let one = leaf_pld(ev, rel, self.grid_step, &p)?;
             let clt = functionals(ev, rel, &one);
+            let one = (*one).clone();
             let many = if n == 1 {
                 one
             } else {
@@ -270,6 +273,35 @@ impl PmfHeader {
             steps: self.steps,
         }
     }
+}
+
+/// Most discretised mechanisms kept in memory ([`leaf_pld`]).
+const PLD_CACHE_ENTRIES: usize = 64;
+
+/// The PLD of one (non-composite) event, memoised: a ledger charged step by step with the same
+/// mechanism (DP-SGD) discretises it once, not once per charge. The cache is a pure memo of
+/// `Pld::from_event` keyed by the event's canonical JSON, the relation and the grid step; when full
+/// it is emptied.
+fn leaf_pld(
+    ev: &Event,
+    rel: NeighboringRelation,
+    h: f64,
+    path: &JsonPath,
+) -> Result<Arc<Pld>, AccountantError> {
+    type Key = (String, NeighboringRelation, u64);
+    static CACHE: OnceLock<Mutex<HashMap<Key, Arc<Pld>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (ev.to_json().to_string(), rel, h.to_bits());
+    if let Some(p) = cache.lock().expect("pld cache").get(&key) {
+        return Ok(p.clone());
+    }
+    let p = Arc::new(Pld::from_event(ev, rel, h, path)?);
+    let mut c = cache.lock().expect("pld cache");
+    if c.len() >= PLD_CACHE_ENTRIES {
+        c.clear();
+    }
+    c.insert(key, p.clone());
+    Ok(p)
 }
 
 /// Splits an event into analytic Gaussian leaves and the rest, with multiplicities.
