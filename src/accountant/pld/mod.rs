@@ -90,23 +90,37 @@ impl Pld {
 
     /// Composition (both orderings convolved; symmetric stays symmetric).
     pub fn compose(&self, other: &Pld) -> Result<Pld, PldError> {
-        let remove = self.remove.compose(&other.remove)?;
-        let add = if self.is_symmetric() && other.is_symmetric() {
-            None
-        } else {
-            Some(self.add_pmf().compose(other.add_pmf())?)
-        };
-        Ok(Pld { remove, add })
+        if self.is_symmetric() && other.is_symmetric() {
+            return Ok(Pld {
+                remove: self.remove.compose(&other.remove)?,
+                add: None,
+            });
+        }
+        let (remove, add) = both(
+            || self.remove.compose(&other.remove),
+            || self.add_pmf().compose(other.add_pmf()),
+        );
+        Ok(Pld {
+            remove: remove?,
+            add: Some(add?),
+        })
     }
 
     /// The n-fold composition with itself.
     pub fn self_compose(&self, n: u64) -> Result<Pld, PldError> {
-        let remove = self.remove.self_compose(n)?;
-        let add = match &self.add {
-            None => None,
-            Some(a) => Some(a.self_compose(n)?),
-        };
-        Ok(Pld { remove, add })
+        match &self.add {
+            None => Ok(Pld {
+                remove: self.remove.self_compose(n)?,
+                add: None,
+            }),
+            Some(a) => {
+                let (remove, add) = both(|| self.remove.self_compose(n), || a.self_compose(n));
+                Ok(Pld {
+                    remove: remove?,
+                    add: Some(add?),
+                })
+            }
+        }
     }
 
     /// Number of grid points held (both orderings).
@@ -155,6 +169,22 @@ impl Pld {
             }
         }
     }
+}
+
+/// Runs the two orderings' work on two threads (they are independent; the machine has ≥ 2 cores).
+pub(crate) fn both<A: Send, B: Send>(
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    std::thread::scope(|s| {
+        let hb = s.spawn(b);
+        let ra = a();
+        (
+            ra,
+            hb.join()
+                .expect("the second ordering's computation panicked"),
+        )
+    })
 }
 
 /// The exact profile of a single (possibly subsampled) mechanism; `None` for no privacy loss.

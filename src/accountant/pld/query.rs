@@ -154,10 +154,13 @@ pub struct PldGuarantee {
 impl PldGuarantee {
     /// Prepares the queries (builds the profiles and the trade-off curve).
     pub fn new(pld: &Pld, clt: Option<CltSums>) -> Self {
-        let mut sides = vec![Side::new(&pld.remove)];
-        if let Some(a) = &pld.add {
-            sides.push(Side::new(a));
-        }
+        let sides = match &pld.add {
+            None => vec![Side::new(&pld.remove)],
+            Some(a) => {
+                let (r, a) = super::both(|| Side::new(&pld.remove), || Side::new(a));
+                vec![r, a]
+            }
+        };
         let h = pld.remove.h;
         // Profile points ε_j = j·h for j = 0 … J (beyond the largest loss δ is constant).
         let max_loss = sides.iter().map(|s| s.max_loss).fold(0.0_f64, f64::max);

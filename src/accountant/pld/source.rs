@@ -173,26 +173,34 @@ impl Source {
         // of its loss in the other ordering); one unit of margin covers the region where the other
         // ordering's δ is already below CTD_TAIL (mass there ≤ e^{−t}·CTD_TAIL/(1 − e^{−1})).
         let margin = |s: &Side| if s.max_loss.is_some() { 0.0 } else { 1.0 };
-        let rem = super::ctd::discretise(
-            h,
-            -(top_add + margin(self.add_side())),
-            top_rem,
-            self.full_delta(true),
-            self.rel_err,
-            self.remove.inf,
-            self.remove.max_loss.is_some(),
-        )?;
-        let add = match &self.add {
-            None => None,
-            Some(s) => Some(super::ctd::discretise(
+        let rem = || {
+            super::ctd::discretise(
                 h,
-                -(top_rem + margin(&self.remove)),
-                top_add,
-                self.full_delta(false),
+                -(top_add + margin(self.add_side())),
+                top_rem,
+                self.full_delta(true),
                 self.rel_err,
-                s.inf,
-                s.max_loss.is_some(),
-            )?),
+                self.remove.inf,
+                self.remove.max_loss.is_some(),
+            )
+        };
+        let (rem, add) = match &self.add {
+            None => (rem()?, None),
+            Some(s) => {
+                let add = || {
+                    super::ctd::discretise(
+                        h,
+                        -(top_rem + margin(&self.remove)),
+                        top_add,
+                        self.full_delta(false),
+                        self.rel_err,
+                        s.inf,
+                        s.max_loss.is_some(),
+                    )
+                };
+                let (r, a) = super::both(rem, add);
+                (r?, Some(a?))
+            }
         };
         let fix = |mut p: super::Pmf| {
             p.abs_err += self.abs_err;
