@@ -26,6 +26,9 @@ use std::time::Instant;
 /// by ≤ 1e-15 relative) and is far below any privacy-relevant difference (cf. Tumult's 1e-9 slack).
 pub const GATE_TOLERANCE: f64 = 1e-9;
 
+/// Most datasets whose composed state is kept in memory.
+const STATE_CACHE_ENTRIES: usize = 256;
+
 /// How often a charge is retried when another writer appended first.
 const MAX_ATTEMPTS: usize = 16;
 
@@ -329,11 +332,18 @@ impl Ledgers {
             Composition::from_bytes(&bytes)
                 .map_err(|e| LedgerError::Internal(format!("stored state unreadable: {e}")))?,
         );
-        self.cache
-            .lock()
-            .expect("cache")
-            .insert(row.id.clone(), (version, c.clone()));
+        self.remember(&row.id, version, c.clone());
         Ok(c)
+    }
+
+    /// Caches a composed state; the cache holds at most [`STATE_CACHE_ENTRIES`] datasets (it is
+    /// emptied when full: states are reloaded from the store on demand).
+    fn remember(&self, id: &str, version: i64, state: Arc<Composition>) {
+        let mut cache = self.cache.lock().expect("cache");
+        if cache.len() >= STATE_CACHE_ENTRIES && !cache.contains_key(id) {
+            cache.clear();
+        }
+        cache.insert(id.to_owned(), (version, state));
     }
 
     fn bump_cached_version(&self, id: &str, from: i64) {
@@ -566,10 +576,7 @@ impl Ledgers {
                 .await
             {
                 Ok(_) => {
-                    self.cache
-                        .lock()
-                        .expect("cache")
-                        .insert(id.to_owned(), (row.version + 1, state));
+                    self.remember(id, row.version + 1, state);
                     return Ok(ChargeOutcome {
                         created: true,
                         body,
