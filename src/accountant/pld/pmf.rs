@@ -19,7 +19,7 @@ use super::PldError;
 use crate::accountant::rounding::U;
 use realfft::RealFftPlanner;
 use serde::{Deserialize, Serialize};
-use std::cell::RefCell;
+use std::sync::{LazyLock, Mutex};
 
 /// Mass truncated from the tails after each composition (half on each side): 1e-15, as in
 /// dp_accounting. Upper-tail mass goes to +∞ (pessimistic), lower-tail mass onto the first kept
@@ -462,37 +462,43 @@ fn fast_len(n: usize) -> usize {
     best
 }
 
-thread_local! {
-    /// One planner per thread: plans are cached by size and reused (RustFFT `plan.rs` advice).
-    static PLANNER: RefCell<RealFftPlanner<f64>> = RefCell::new(RealFftPlanner::new());
+/// One planner for the process: plans (and their twiddle tables, whose computation costs as much as
+/// a transform) are cached by size and shared by every thread (RustFFT `plan.rs` advice). A
+/// thread-local planner would re-plan on every short-lived thread, e.g. the second ordering's thread
+/// of [`super::both`]. The lock is held only while a plan is looked up or built, never during a
+/// transform.
+static PLANNER: LazyLock<Mutex<RealFftPlanner<f64>>> =
+    LazyLock::new(|| Mutex::new(RealFftPlanner::new()));
+
+fn planner() -> std::sync::MutexGuard<'static, RealFftPlanner<f64>> {
+    // A panic while planning leaves the cache itself consistent; keep using it.
+    PLANNER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn forward(x: &[f64], n: usize) -> Vec<realfft::num_complex::Complex<f64>> {
-    PLANNER.with(|p| {
-        let plan = p.borrow_mut().plan_fft_forward(n);
-        let mut input = vec![0.0; n];
-        input[..x.len()].copy_from_slice(x);
-        let mut out = plan.make_output_vec();
-        plan.process(&mut input, &mut out)
-            .expect("buffer sizes match the plan");
-        out
-    })
+    let plan = planner().plan_fft_forward(n);
+    let mut input = vec![0.0; n];
+    input[..x.len()].copy_from_slice(x);
+    let mut out = plan.make_output_vec();
+    plan.process(&mut input, &mut out)
+        .expect("buffer sizes match the plan");
+    out
 }
 
 fn inverse(mut spec: Vec<realfft::num_complex::Complex<f64>>, n: usize) -> Vec<f64> {
-    PLANNER.with(|p| {
-        let plan = p.borrow_mut().plan_fft_inverse(n);
-        // The imaginary parts of the DC (and Nyquist) bins are zero in exact arithmetic.
-        spec[0].im = 0.0;
-        if n.is_multiple_of(2) {
-            let last = spec.len() - 1;
-            spec[last].im = 0.0;
-        }
-        let mut out = plan.make_output_vec();
-        plan.process(&mut spec, &mut out)
-            .expect("buffer sizes match the plan");
-        out
-    })
+    let plan = planner().plan_fft_inverse(n);
+    // The imaginary parts of the DC (and Nyquist) bins are zero in exact arithmetic.
+    spec[0].im = 0.0;
+    if n.is_multiple_of(2) {
+        let last = spec.len() - 1;
+        spec[last].im = 0.0;
+    }
+    let mut out = plan.make_output_vec();
+    plan.process(&mut spec, &mut out)
+        .expect("buffer sizes match the plan");
+    out
 }
 
 #[cfg(test)]
