@@ -34,7 +34,7 @@ pub(crate) fn discretise(
     h: f64,
     eps_lo: f64,
     eps_hi: f64,
-    delta: impl Fn(f64) -> f64,
+    delta: impl Fn(f64) -> f64 + Sync,
     rel_in: f64,
     inf_true: f64,
     bounded: bool,
@@ -50,9 +50,10 @@ pub(crate) fn discretise(
     }
     let (i_lo, n) = (i_lo as i64, count as usize);
     // δ at grid indices i_lo − 1 … i_hi.
-    let mut d: Vec<f64> = (0..=n)
-        .map(|k| delta((i_lo - 1 + k as i64) as f64 * h).clamp(0.0, 1.0))
-        .collect();
+    let mut d = vec![0.0; n + 1];
+    evaluate(&mut d, |k| {
+        delta((i_lo - 1 + k as i64) as f64 * h).clamp(0.0, 1.0)
+    });
     if bounded {
         // eps_hi is the largest loss: beyond it δ is exactly the mass at +∞ (the rounding of the
         // profile function would only add noise there).
@@ -89,6 +90,30 @@ pub(crate) fn discretise(
     };
     trim_zeros(&mut pmf);
     Ok(pmf)
+}
+
+/// Grids at least this long have their δ values evaluated on several threads.
+const PARALLEL_POINTS: usize = 1 << 15;
+
+/// Fills `out[k] = f(k)`, on up to `available_parallelism` threads for long grids (each value is
+/// independent of the others, so the result is the same as a sequential fill).
+fn evaluate(out: &mut [f64], f: impl Fn(usize) -> f64 + Sync) {
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get().min(4));
+    if out.len() < PARALLEL_POINTS || threads < 2 {
+        out.iter_mut().enumerate().for_each(|(k, v)| *v = f(k));
+        return;
+    }
+    let chunk = out.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        for (c, part) in out.chunks_mut(chunk).enumerate() {
+            let f = &f;
+            s.spawn(move || {
+                for (j, v) in part.iter_mut().enumerate() {
+                    *v = f(c * chunk + j);
+                }
+            });
+        }
+    });
 }
 
 /// Removes exact zeros at both ends (keeps at least one point).
