@@ -8,7 +8,7 @@ use crate::accountant::normal;
 use crate::accountant::report::{Guarantee, Method, MuReport};
 use crate::accountant::rounding::{self, U};
 use crate::accountant::tradeoff::PiecewiseLinear;
-use std::cell::OnceCell;
+use std::sync::OnceLock;
 
 /// Most grid points of ε ≥ 0 used to build the trade-off curve (beyond this they are thinned evenly;
 /// any subset of profile points gives a valid lower bound on the curve).
@@ -35,7 +35,7 @@ struct Side {
     /// Grid index of the first atom.
     lo: i64,
     /// Upper bound on the curve from this ordering's lower profile (built on first use).
-    curve_upper: OnceCell<PiecewiseLinear>,
+    curve_upper: OnceLock<PiecewiseLinear>,
 }
 
 impl Side {
@@ -53,7 +53,7 @@ impl Side {
             abs: p.abs_err,
             max_loss: p.max_loss(),
             lo: p.lo,
-            curve_upper: OnceCell::new(),
+            curve_upper: OnceLock::new(),
         }
     }
 
@@ -81,8 +81,18 @@ impl Side {
     }
 
     fn delta_lower(&self, eps: f64) -> f64 {
-        let v = (self.upper.delta(eps + self.shift) + self.inf_lower) * (1.0 - self.rel)
-            - self.sub_lower;
+        self.lower_from(self.upper.delta(eps + self.shift))
+    }
+
+    /// [`Side::delta_lower`] at ε = (loss of atom i) − shift, read off the profile table in O(1)
+    /// (the exact grid point, free of the rounding of forming ε + shift).
+    fn delta_lower_at_atom(&self, i: usize) -> f64 {
+        self.lower_from(self.upper.delta_at_atom(i))
+    }
+
+    /// The lower δ from the pessimistic profile's finite part at the shifted point.
+    fn lower_from(&self, finite: f64) -> f64 {
+        let v = (finite + self.inf_lower) * (1.0 - self.rel) - self.sub_lower;
         rounding::prob_down(v, 4.0 * U)
     }
 
@@ -122,7 +132,12 @@ impl Side {
     /// here are runs of the lower profile's grid points (thinned to at most [`MAX_CURVE_POINTS`]),
     /// then [ε_last, ∞) where δ_L is constant.
     fn curve_upper(&self, alpha: f64) -> f64 {
-        let c = self.curve_upper.get_or_init(|| {
+        self.curve_upper_table().eval_upper(alpha).min(1.0 - alpha)
+    }
+
+    /// The envelope behind [`Side::curve_upper`], built on first use.
+    fn curve_upper_table(&self) -> &PiecewiseLinear {
+        self.curve_upper.get_or_init(|| {
             let losses = self.upper.losses();
             let first = losses.partition_point(|&l| l - self.shift <= 0.0);
             let n = losses.len();
@@ -133,14 +148,13 @@ impl Side {
             while j < n {
                 let b = (j + stride - 1).min(n - 1);
                 let eb = losses[b] - self.shift;
-                cells.push((a, self.delta_lower(eb)));
+                cells.push((a, self.delta_lower_at_atom(b)));
                 a = eb;
                 j = b + 1;
             }
             cells.push((a, self.delta_lower(a)));
             PiecewiseLinear::from_profile(&cells)
-        });
-        c.eval_upper(alpha).min(1.0 - alpha)
+        })
     }
 }
 
@@ -245,6 +259,10 @@ impl PldGuarantee {
 
     /// μ lower bound: isf(α/(1−s)) + isf(f_upper(α)/(1−s)) at sample α's (any α gives a valid bound).
     fn mu_lower(&self, slack: f64, around: f64) -> f64 {
+        if let [r, a] = &self.sides[..] {
+            // Build both orderings' envelopes at once (they are independent).
+            super::both(|| r.curve_upper_table(), || a.curve_upper_table());
+        }
         let keep = 1.0 - slack;
         let mut alphas: Vec<f64> = (0..MU_LOWER_ALPHAS)
             .map(|i| 10f64.powf(-12.0 + 12.0 * i as f64 / (MU_LOWER_ALPHAS - 1) as f64) * 0.5)
