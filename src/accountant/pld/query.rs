@@ -294,24 +294,33 @@ impl PldGuarantee {
         alphas.sort_by(f64::total_cmp);
         alphas.dedup();
         let g: Vec<f64> = alphas.iter().map(|&a| gdp::tradeoff(mu, a)).collect();
-        let holds = |k: f64| {
-            let shifted: Vec<f64> = alphas.iter().map(|&a| (a + k).min(1.0)).collect();
+        // The α's (indices into `alphas`, ascending) among `live` where f(α + κ) − κ > G_μ(α). As
+        // f(α + κ) − κ decreases in κ, an α that holds at κ holds at every larger κ; the bisection's
+        // lower end only grows, so only the α's failing there need to be checked again (the result
+        // is that of checking every α each time).
+        let failing = |k: f64, live: &[usize]| -> Vec<usize> {
+            let shifted: Vec<f64> = live.iter().map(|&i| (alphas[i] + k).min(1.0)).collect();
             self.curve
                 .eval_sorted(&shifted)
                 .iter()
-                .zip(g.iter())
-                .all(|(&f, &ga)| f - k <= ga)
+                .zip(live)
+                .filter(|&(&f, &i)| f - k > g[i])
+                .map(|(_, &i)| i)
+                .collect()
         };
-        let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
-        if holds(0.0) {
+        let mut live = failing(0.0, &(0..alphas.len()).collect::<Vec<_>>());
+        if live.is_empty() {
             return 0.0;
         }
+        let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
         for _ in 0..32 {
             let mid = (lo + hi) / 2.0;
-            if holds(mid) {
+            let still = failing(mid, &live);
+            if still.is_empty() {
                 hi = mid;
             } else {
                 lo = mid;
+                live = still;
             }
         }
         lo
