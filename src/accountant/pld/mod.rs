@@ -91,14 +91,24 @@ impl Pld {
     /// Composition (both orderings convolved; symmetric stays symmetric).
     pub fn compose(&self, other: &Pld) -> Result<Pld, PldError> {
         if self.is_symmetric() && other.is_symmetric() {
+            if let Some(n) = self.remove.compose_len(&other.remove) {
+                pmf::prepare_plans(n);
+            }
             return Ok(Pld {
                 remove: self.remove.compose(&other.remove)?,
                 add: None,
             });
         }
+        let len = pmf::shared_len(
+            self.remove.compose_len(&other.remove),
+            self.add_pmf().compose_len(other.add_pmf()),
+        );
+        if let Some(n) = len {
+            pmf::prepare_plans(n);
+        }
         let (remove, add) = both(
-            || self.remove.compose(&other.remove),
-            || self.add_pmf().compose(other.add_pmf()),
+            || self.remove.compose_at(&other.remove, len),
+            || self.add_pmf().compose_at(other.add_pmf(), len),
         );
         Ok(Pld {
             remove: remove?,
@@ -109,12 +119,30 @@ impl Pld {
     /// The n-fold composition with itself.
     pub fn self_compose(&self, n: u64) -> Result<Pld, PldError> {
         match &self.add {
-            None => Ok(Pld {
-                remove: self.remove.self_compose(n)?,
-                add: None,
-            }),
+            None => {
+                let window = self.remove.self_compose_window(n);
+                if let Some(w) = window {
+                    pmf::prepare_plans(w.fft_len);
+                }
+                Ok(Pld {
+                    remove: self.remove.self_compose_at(n, window)?,
+                    add: None,
+                })
+            }
             Some(a) => {
-                let (remove, add) = both(|| self.remove.self_compose(n), || a.self_compose(n));
+                let (mut wr, mut wa) = both(
+                    || self.remove.self_compose_window(n),
+                    || a.self_compose_window(n),
+                );
+                let len = pmf::shared_len(wr.map(|w| w.fft_len), wa.map(|w| w.fft_len));
+                if let (Some(l), Some(r), Some(a)) = (len, wr.as_mut(), wa.as_mut()) {
+                    (r.fft_len, a.fft_len) = (l, l);
+                    pmf::prepare_plans(l);
+                }
+                let (remove, add) = both(
+                    || self.remove.self_compose_at(n, wr),
+                    || a.self_compose_at(n, wa),
+                );
                 Ok(Pld {
                     remove: remove?,
                     add: Some(add?),

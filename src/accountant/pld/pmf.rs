@@ -17,9 +17,10 @@
 use super::profile::AtomProfile;
 use super::PldError;
 use crate::accountant::rounding::U;
-use realfft::RealFftPlanner;
+use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use serde::{Deserialize, Serialize};
-use std::sync::{LazyLock, Mutex};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 /// Mass truncated from the tails after each composition (half on each side): 1e-15, as in
 /// dp_accounting. Upper-tail mass goes to +∞ (pessimistic), lower-tail mass onto the first kept
@@ -116,6 +117,21 @@ impl Pmf {
 
     /// Composes with another PMF of the same grid step (the PLD of running both mechanisms).
     pub fn compose(&self, other: &Pmf) -> Result<Pmf, PldError> {
+        self.compose_at(other, None)
+    }
+
+    /// The FFT length [`Pmf::compose`] uses, `None` when it convolves directly.
+    pub(crate) fn compose_len(&self, other: &Pmf) -> Option<usize> {
+        fft_len(self.mass.len(), other.mass.len())
+    }
+
+    /// [`Pmf::compose`] with an FFT of length `fft_len_hint` when that is at least the one it would choose
+    /// (a longer transform only adds zero padding; used to share one plan between orderings).
+    pub(crate) fn compose_at(
+        &self,
+        other: &Pmf,
+        fft_len_hint: Option<usize>,
+    ) -> Result<Pmf, PldError> {
         debug_assert_eq!(self.h, other.h);
         let len = self.mass.len() + other.mass.len() - 1;
         if len > MAX_GRID_POINTS {
@@ -123,7 +139,7 @@ impl Pmf {
                 "composing would need {len} grid points (limit {MAX_GRID_POINTS}); use a coarser grid_step"
             )));
         }
-        let (mass, conv_abs, conv_rel) = convolve(&self.mass, &other.mass);
+        let (mass, conv_abs, conv_rel) = convolve_at(&self.mass, &other.mass, fft_len_hint);
         let total_a = self.inf + self.inf_trunc;
         let total_b = other.inf + other.inf_trunc;
         // 1 − (1 − a)(1 − b), formed without cancellation so small δ's stay exact.
@@ -161,6 +177,29 @@ impl Pmf {
     /// # Errors
     /// [`PldError::TooLarge`] when the window exceeds [`MAX_GRID_POINTS`] (checked before any work).
     pub fn self_compose(&self, n: u64) -> Result<Pmf, PldError> {
+        self.self_compose_at(n, None)
+    }
+
+    /// The Chernoff window and FFT length [`Pmf::self_compose`] uses for `n` copies; `None` when it
+    /// needs no FFT (or would fail).
+    pub(crate) fn self_compose_window(&self, n: u64) -> Option<Window> {
+        let total: f64 = self.mass.iter().sum();
+        if n == 1 || total <= 0.0 || self.mass.len() == 1 {
+            return None;
+        }
+        let (a_lo, a_hi) = chernoff_window(&self.mass, total, n, TAIL_TRUNCATION / 2.0);
+        let width = a_hi - a_lo + 1.0;
+        (width <= MAX_GRID_POINTS as f64).then(|| Window {
+            a_lo,
+            a_hi,
+            fft_len: fast_len((width as usize).max(self.mass.len())),
+        })
+    }
+
+    /// [`Pmf::self_compose`] with the window from [`Pmf::self_compose_window`] for the same `n`,
+    /// whose `fft_len` may have been raised (a longer circular window only aliases less; used to
+    /// share one plan between orderings).
+    pub(crate) fn self_compose_at(&self, n: u64, window: Option<Window>) -> Result<Pmf, PldError> {
         if n == 1 {
             return Ok(self.clone());
         }
@@ -193,14 +232,20 @@ impl Pmf {
             return Ok(out);
         }
         let tail = TAIL_TRUNCATION / 2.0;
-        let (a_lo, a_hi) = chernoff_window(&self.mass, total, n, tail);
-        let width = a_hi - a_lo + 1.0;
-        if width > MAX_GRID_POINTS as f64 {
-            return Err(PldError::TooLarge(format!(
-                "composing {n} copies needs {width:.3e} grid points (limit {MAX_GRID_POINTS}); use a coarser grid_step"
-            )));
-        }
-        let l = fast_len((width as usize).max(len));
+        let (a_lo, a_hi, l) = match window {
+            Some(w) => (w.a_lo, w.a_hi, w.fft_len),
+            None => {
+                let (a_lo, a_hi) = chernoff_window(&self.mass, total, n, tail);
+                let width = a_hi - a_lo + 1.0;
+                if width > MAX_GRID_POINTS as f64 {
+                    return Err(PldError::TooLarge(format!(
+                        "composing {n} copies needs {width:.3e} grid points (limit {MAX_GRID_POINTS}); use a coarser grid_step"
+                    )));
+                }
+                (a_lo, a_hi, fast_len((width as usize).max(len)))
+            }
+        };
+        debug_assert!(l as f64 >= a_hi - a_lo + 1.0 && l >= len);
         let mut spec = forward(&self.mass, l);
         // |z|^n below e^{−800} (relative to the DC term, ≤ 1) is exactly 0 in double precision.
         let cut = -800.0 / nf;
@@ -304,9 +349,20 @@ impl Pmf {
 /// ~1e-17. We therefore use a calibrated model, [`fft_round_off`], which the tests check against exact
 /// (direct) convolution with a margin of at least 10×. Negative entries (pure round-off) are clamped to
 /// 0, which only moves ĉ toward the true non-negative c.
+#[cfg(test)]
 pub(crate) fn convolve(a: &[f64], b: &[f64]) -> (Vec<f64>, f64, f64) {
+    convolve_at(a, b, None)
+}
+
+/// The FFT length [`convolve`] uses for inputs of these lengths, `None` when it sums directly.
+fn fft_len(la: usize, lb: usize) -> Option<usize> {
+    (la.saturating_mul(lb) > DIRECT_CONVOLUTION_WORK).then(|| fast_len(la + lb - 1))
+}
+
+/// [`convolve`] with an FFT of length at least `fft_len_hint` (more zero padding, same result).
+fn convolve_at(a: &[f64], b: &[f64], fft_len_hint: Option<usize>) -> (Vec<f64>, f64, f64) {
     let len = a.len() + b.len() - 1;
-    if a.len().saturating_mul(b.len()) <= DIRECT_CONVOLUTION_WORK {
+    let Some(n) = fft_len(a.len(), b.len()) else {
         let mut out = vec![0.0; len];
         for (i, &x) in a.iter().enumerate() {
             if x == 0.0 {
@@ -318,8 +374,8 @@ pub(crate) fn convolve(a: &[f64], b: &[f64]) -> (Vec<f64>, f64, f64) {
         }
         let rel = 2.0 * U * a.len().min(b.len()) as f64;
         return (out, 0.0, rel);
-    }
-    let n = fast_len(len);
+    };
+    let n = n.max(fft_len_hint.unwrap_or(0));
     let (fa, fb) = (forward(a, n), forward(b, n));
     let prod: Vec<realfft::num_complex::Complex<f64>> =
         fa.iter().zip(fb.iter()).map(|(x, y)| x * y).collect();
@@ -363,31 +419,68 @@ fn cpow(z: realfft::num_complex::Complex<f64>, mut n: u64) -> realfft::num_compl
 /// index units, relative to n·lo) outside which each tail has probability ≤ `tail`, from
 /// P[S ≥ a] ≤ exp(n ln M(t) − t a) minimised over t on a log-spaced grid (and the mirror for the lower
 /// tail). Clamped to the exact range [0, n(len − 1)].
+/// Σₖ mₖ·rᵏ over `mass` (read from the end when `from_end`), with rᵏ formed by repeated
+/// multiplication in four interleaved lanes: rᵏ = r^{k mod 4}·(r⁴)^{⌊k/4⌋}. Against the exact e^{−k|t|}
+/// (r itself is within U of e^{−|t|}) the start of a lane is within 5U, r⁴ within 7U, and each of
+/// the ⌊k/4⌋ steps adds that plus one rounding: relative error ≤ 5U + 8U·⌊k/4⌋ ≤ (2k + 5)·U. The four
+/// lanes are independent chains, which the processor overlaps. Stops when the largest weight, lane
+/// 0's (rounding is monotone, so the lanes stay ordered), has underflowed to exactly 0: the
+/// remaining terms would add exactly 0.
+fn geometric_sum(mass: &[f64], r: f64, from_end: bool) -> f64 {
+    let r2 = r * r;
+    let r4 = r2 * r2;
+    let mut w = [1.0, r, r2, r2 * r];
+    let mut s = [0.0; 4];
+    let mut step = |m: [f64; 4]| {
+        for lane in 0..4 {
+            s[lane] += m[lane] * w[lane];
+            w[lane] *= r4;
+        }
+        w[0] != 0.0
+    };
+    let rest = if from_end {
+        let chunks = mass.rchunks_exact(4);
+        let rest = chunks.remainder();
+        for c in chunks {
+            if !step([c[3], c[2], c[1], c[0]]) {
+                return s.iter().sum();
+            }
+        }
+        let mut tail = [0.0; 4];
+        for (t, &m) in tail.iter_mut().zip(rest.iter().rev()) {
+            *t = m;
+        }
+        tail
+    } else {
+        let chunks = mass.chunks_exact(4);
+        let rest = chunks.remainder();
+        for c in chunks {
+            if !step([c[0], c[1], c[2], c[3]]) {
+                return s.iter().sum();
+            }
+        }
+        let mut tail = [0.0; 4];
+        tail[..rest.len()].copy_from_slice(rest);
+        tail
+    };
+    step(rest);
+    s.iter().sum()
+}
+
 fn chernoff_window(mass: &[f64], total: f64, n: u64, tail: f64) -> (f64, f64) {
     let len = mass.len();
     let nf = n as f64;
     let top = nf * (len - 1) as f64;
     let log_tail = -tail.ln();
     // ln M(t) for the normalised index distribution, anchored at the extreme index so every factor is
-    // ≤ 1; the powers e^{t·k} are formed by repeated multiplication (relative error ≤ k·U ≤ len·U) and
-    // the result is raised by that much, so the bound stays an upper bound.
+    // ≤ 1; the powers e^{t·k} are formed by repeated multiplication (relative error ≤ (2k + 5)·U, see
+    // `geometric_sum`) and the sum adds ≤ len·U, so raising the result by (4len + 8)·U keeps the
+    // bound an upper bound.
     let log_mgf = |t: f64| {
         let r = (-t.abs()).exp();
-        let mut w = 1.0;
-        let mut s = 0.0;
-        if t > 0.0 {
-            for &m in mass.iter().rev() {
-                s += m * w;
-                w *= r;
-            }
-        } else {
-            for &m in mass.iter() {
-                s += m * w;
-                w *= r;
-            }
-        }
+        let s = geometric_sum(mass, r, t > 0.0);
         let anchor = if t > 0.0 { (len - 1) as f64 } else { 0.0 };
-        t * anchor + (s / total).ln() + 4.0 * len as f64 * U
+        t * anchor + (s / total).ln() + (4.0 * len as f64 + 8.0) * U
     };
     // Each t gives a valid bound; search log t over [1e-8, 1e3]/len coarsely, then refine the best
     // bracket by golden section (the bound is unimodal in t in practice; any t is sound regardless).
@@ -462,23 +555,96 @@ fn fast_len(n: usize) -> usize {
     best
 }
 
-/// One planner for the process: plans (and their twiddle tables, whose computation costs as much as
-/// a transform) are cached by size and shared by every thread (RustFFT `plan.rs` advice). A
-/// thread-local planner would re-plan on every short-lived thread, e.g. the second ordering's thread
-/// of [`super::both`]. The lock is held only while a plan is looked up or built, never during a
-/// transform.
-static PLANNER: LazyLock<Mutex<RealFftPlanner<f64>>> =
-    LazyLock::new(|| Mutex::new(RealFftPlanner::new()));
+/// Where an n-fold self-composition's mass lies (grid indices relative to n·lo, each tail outside
+/// it bounded by the Chernoff bound) and the FFT length that covers it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Window {
+    a_lo: f64,
+    a_hi: f64,
+    pub(crate) fft_len: usize,
+}
 
-fn planner() -> std::sync::MutexGuard<'static, RealFftPlanner<f64>> {
-    // A panic while planning leaves the cache itself consistent; keep using it.
-    PLANNER
+/// The two real-FFT plans of one length, each built once on first use.
+#[derive(Default)]
+struct Plans {
+    forward: OnceLock<Arc<dyn RealToComplex<f64>>>,
+    inverse: OnceLock<Arc<dyn ComplexToReal<f64>>>,
+}
+
+/// Plans cached for the process, by length, shared by every thread (RustFFT `plan.rs` advice: plan
+/// once, reuse). Building a plan computes its twiddle factors, which costs about as much as a
+/// transform; a thread-local planner would rebuild them on every short-lived thread (e.g. the second
+/// ordering's thread of [`super::both`]). The map's lock is held only to find a length's entry;
+/// different lengths are planned in parallel, and a thread needing a plan being built waits for it.
+/// At most [`PLAN_CACHE_POINTS`] lengths' worth of plans are kept (the cache is emptied when full;
+/// plans in use stay alive through their `Arc`).
+static PLANS: LazyLock<Mutex<PlanCache>> = LazyLock::new(|| Mutex::new(PlanCache::default()));
+
+/// The cached plans by length, and the sum of their lengths.
+#[derive(Default)]
+struct PlanCache {
+    points: usize,
+    by_len: HashMap<usize, Arc<Plans>>,
+}
+
+/// Sum of the lengths of the cached plans beyond which the cache is emptied (≈ 40 bytes of
+/// twiddles per point for both directions: ≈ 700 MB at most).
+const PLAN_CACHE_POINTS: usize = 1 << 24;
+
+fn plans(n: usize) -> Arc<Plans> {
+    // A panic while holding the lock leaves the map consistent; keep using it.
+    let mut guard = PLANS
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let cache = &mut *guard;
+    if let Some(p) = cache.by_len.get(&n) {
+        return p.clone();
+    }
+    if cache.points + n > PLAN_CACHE_POINTS {
+        cache.by_len.clear();
+        cache.points = 0;
+    }
+    cache.points += n;
+    cache.by_len.entry(n).or_default().clone()
+}
+
+fn forward_plan(n: usize) -> Arc<dyn RealToComplex<f64>> {
+    plans(n)
+        .forward
+        .get_or_init(|| RealFftPlanner::new().plan_fft_forward(n))
+        .clone()
+}
+
+fn inverse_plan(n: usize) -> Arc<dyn ComplexToReal<f64>> {
+    plans(n)
+        .inverse
+        .get_or_init(|| RealFftPlanner::new().plan_fft_inverse(n))
+        .clone()
+}
+
+/// Builds both plans of length n at once, one on each of two threads (they are independent).
+pub(crate) fn prepare_plans(n: usize) {
+    super::both(
+        || {
+            forward_plan(n);
+        },
+        || {
+            inverse_plan(n);
+        },
+    );
+}
+
+/// A length both orderings can share: the larger of the two when it is at most 25 % above the
+/// smaller (sharing saves building a second pair of plans; padding costs a little transform time).
+pub(crate) fn shared_len(a: Option<usize>, b: Option<usize>) -> Option<usize> {
+    match (a, b) {
+        (Some(x), Some(y)) if x.max(y) * 4 <= x.min(y) * 5 => Some(x.max(y)),
+        _ => None,
+    }
 }
 
 fn forward(x: &[f64], n: usize) -> Vec<realfft::num_complex::Complex<f64>> {
-    let plan = planner().plan_fft_forward(n);
+    let plan = forward_plan(n);
     let mut input = vec![0.0; n];
     input[..x.len()].copy_from_slice(x);
     let mut out = plan.make_output_vec();
@@ -488,7 +654,7 @@ fn forward(x: &[f64], n: usize) -> Vec<realfft::num_complex::Complex<f64>> {
 }
 
 fn inverse(mut spec: Vec<realfft::num_complex::Complex<f64>>, n: usize) -> Vec<f64> {
-    let plan = planner().plan_fft_inverse(n);
+    let plan = inverse_plan(n);
     // The imaginary parts of the DC (and Nyquist) bins are zero in exact arithmetic.
     spec[0].im = 0.0;
     if n.is_multiple_of(2) {
@@ -504,6 +670,34 @@ fn inverse(mut spec: Vec<realfft::num_complex::Complex<f64>>, n: usize) -> Vec<f
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn geometric_sum_matches_the_plain_sum_within_its_bound() {
+        for len in [1usize, 2, 3, 4, 5, 7, 8, 1001] {
+            let mass: Vec<f64> = (0..len).map(|i| 1.0 / (1.0 + i as f64).powf(1.5)).collect();
+            for r in [1.0_f64, 0.999, 0.5, 1e-3, 1e-200, 0.0] {
+                for from_end in [false, true] {
+                    // The plain sum, powers by powi, in order.
+                    let order: Vec<f64> = if from_end {
+                        mass.iter().rev().copied().collect()
+                    } else {
+                        mass.clone()
+                    };
+                    let plain: f64 = order
+                        .iter()
+                        .enumerate()
+                        .map(|(k, m)| if k == 0 { *m } else { m * r.powi(k as i32) })
+                        .sum();
+                    let fast = geometric_sum(&mass, r, from_end);
+                    let bound = (4.0 * len as f64 + 8.0) * U * plain + 1e-300;
+                    assert!(
+                        (fast - plain).abs() <= bound,
+                        "len {len} r {r} from_end {from_end}: {fast} vs {plain}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn fft_convolution_matches_direct() {
