@@ -587,9 +587,11 @@ struct PlanCache {
     by_len: HashMap<usize, Arc<Plans>>,
 }
 
-/// Sum of the lengths of the cached plans beyond which the cache is emptied (≈ 40 bytes of
-/// twiddles per point for both directions: ≈ 700 MB at most).
-const PLAN_CACHE_POINTS: usize = 1 << 24;
+/// Sum of the lengths of the cached plans beyond which the cache is emptied. A real FFT of length n
+/// keeps ≈ 12n bytes of twiddles per direction, so this bounds the cache near 100 MB — about ten
+/// lengths of a typical DP-SGD ledger (2–5·10⁵ points); a longer one is still planned, and cached
+/// alone.
+const PLAN_CACHE_POINTS: usize = 1 << 22;
 
 fn plans(n: usize) -> Arc<Plans> {
     // A panic while holding the lock leaves the map consistent; keep using it.
