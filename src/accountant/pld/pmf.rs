@@ -187,9 +187,20 @@ impl Pmf {
         if n == 1 || total <= 0.0 || self.mass.len() == 1 {
             return None;
         }
+        self.window(n, total).ok()
+    }
+
+    /// The window of n copies of these masses (summing to `total` > 0), or the error when it exceeds
+    /// [`MAX_GRID_POINTS`].
+    fn window(&self, n: u64, total: f64) -> Result<Window, PldError> {
         let (a_lo, a_hi) = chernoff_window(&self.mass, total, n, TAIL_TRUNCATION / 2.0);
         let width = a_hi - a_lo + 1.0;
-        (width <= MAX_GRID_POINTS as f64).then(|| Window {
+        if width > MAX_GRID_POINTS as f64 {
+            return Err(PldError::TooLarge(format!(
+                "composing {n} copies needs {width:.3e} grid points (limit {MAX_GRID_POINTS}); use a coarser grid_step"
+            )));
+        }
+        Ok(Window {
             a_lo,
             a_hi,
             fft_len: fast_len((width as usize).max(self.mass.len())),
@@ -232,18 +243,13 @@ impl Pmf {
             return Ok(out);
         }
         let tail = TAIL_TRUNCATION / 2.0;
-        let (a_lo, a_hi, l) = match window {
-            Some(w) => (w.a_lo, w.a_hi, w.fft_len),
-            None => {
-                let (a_lo, a_hi) = chernoff_window(&self.mass, total, n, tail);
-                let width = a_hi - a_lo + 1.0;
-                if width > MAX_GRID_POINTS as f64 {
-                    return Err(PldError::TooLarge(format!(
-                        "composing {n} copies needs {width:.3e} grid points (limit {MAX_GRID_POINTS}); use a coarser grid_step"
-                    )));
-                }
-                (a_lo, a_hi, fast_len((width as usize).max(len)))
-            }
+        let Window {
+            a_lo,
+            a_hi,
+            fft_len: l,
+        } = match window {
+            Some(w) => w,
+            None => self.window(n, total)?,
         };
         debug_assert!(l as f64 >= a_hi - a_lo + 1.0 && l >= len);
         let mut spec = forward(&self.mass, l);
@@ -273,7 +279,7 @@ impl Pmf {
         // Round-off: a spectral coefficient's error e becomes n·z^{n−1}·e after the power. Only the
         // ~L/W coefficients with |z|^n not negligible (W = width of the result) carry it, and the
         // random errors of those add in quadrature across the L outputs, which gives a δ error of
-        // order n·σ/√L; the calibrated model of `convolve` is scaled by (1 + n/√L) accordingly and
+        // order n·σ/√L; the calibrated model of `convolve_at` is scaled by (1 + n/√L) accordingly and
         // checked against the repeated-squaring path in the tests.
         out.abs_err += fft_round_off(l, l2 * l1) * (1.0 + nf / (l as f64).sqrt());
         out.truncate_tails(TAIL_TRUNCATION);
@@ -335,6 +341,11 @@ impl Pmf {
     }
 }
 
+/// The FFT length [`convolve_at`] uses for inputs of these lengths, `None` when it sums directly.
+fn fft_len(la: usize, lb: usize) -> Option<usize> {
+    (la.saturating_mul(lb) > DIRECT_CONVOLUTION_WORK).then(|| fast_len(la + lb - 1))
+}
+
 /// Linear convolution of two non-negative vectors. Returns (result, absolute error bound of the
 /// result's profile, relative error bound of the result's profile).
 ///
@@ -349,17 +360,9 @@ impl Pmf {
 /// ~1e-17. We therefore use a calibrated model, [`fft_round_off`], which the tests check against exact
 /// (direct) convolution with a margin of at least 10×. Negative entries (pure round-off) are clamped to
 /// 0, which only moves ĉ toward the true non-negative c.
-#[cfg(test)]
-pub(crate) fn convolve(a: &[f64], b: &[f64]) -> (Vec<f64>, f64, f64) {
-    convolve_at(a, b, None)
-}
-
-/// The FFT length [`convolve`] uses for inputs of these lengths, `None` when it sums directly.
-fn fft_len(la: usize, lb: usize) -> Option<usize> {
-    (la.saturating_mul(lb) > DIRECT_CONVOLUTION_WORK).then(|| fast_len(la + lb - 1))
-}
-
-/// [`convolve`] with an FFT of length at least `fft_len_hint` (more zero padding, same result).
+///
+/// The FFT length is at least `fft_len_hint` when one is given (more zero padding, same result; used to
+/// share one plan between orderings).
 fn convolve_at(a: &[f64], b: &[f64], fft_len_hint: Option<usize>) -> (Vec<f64>, f64, f64) {
     let len = a.len() + b.len() - 1;
     let Some(n) = fft_len(a.len(), b.len()) else {
@@ -415,10 +418,6 @@ fn cpow(z: realfft::num_complex::Complex<f64>, mut n: u64) -> realfft::num_compl
     acc
 }
 
-/// The Chernoff window of the n-fold sum of grid indices j ~ mass/total: the smallest [a_lo, a_hi] (in
-/// index units, relative to n·lo) outside which each tail has probability ≤ `tail`, from
-/// P[S ≥ a] ≤ exp(n ln M(t) − t a) minimised over t on a log-spaced grid (and the mirror for the lower
-/// tail). Clamped to the exact range [0, n(len − 1)].
 /// Σₖ mₖ·rᵏ over `mass` (read from the end when `from_end`), with rᵏ formed by repeated
 /// multiplication in four interleaved lanes: rᵏ = r^{k mod 4}·(r⁴)^{⌊k/4⌋}. Against the exact e^{−k|t|}
 /// (r itself is within U of e^{−|t|}) the start of a lane is within 5U, r⁴ within 7U, and each of
@@ -427,46 +426,43 @@ fn cpow(z: realfft::num_complex::Complex<f64>, mut n: u64) -> realfft::num_compl
 /// 0's (rounding is monotone, so the lanes stay ordered), has underflowed to exactly 0: the
 /// remaining terms would add exactly 0.
 fn geometric_sum(mass: &[f64], r: f64, from_end: bool) -> f64 {
+    let mut rest = [0.0; 4];
+    if from_end {
+        let chunks = mass.rchunks_exact(4);
+        for (t, &m) in rest.iter_mut().zip(chunks.remainder().iter().rev()) {
+            *t = m;
+        }
+        lane_sum(chunks.map(|c| [c[3], c[2], c[1], c[0]]), rest, r)
+    } else {
+        let chunks = mass.chunks_exact(4);
+        rest[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        lane_sum(chunks.map(|c| [c[0], c[1], c[2], c[3]]), rest, r)
+    }
+}
+
+/// The four-lane sum of [`geometric_sum`] over quadruples of masses in order, then `rest` (the
+/// remainder, zero-padded).
+fn lane_sum(quads: impl Iterator<Item = [f64; 4]>, rest: [f64; 4], r: f64) -> f64 {
     let r2 = r * r;
     let r4 = r2 * r2;
     let mut w = [1.0, r, r2, r2 * r];
     let mut s = [0.0; 4];
-    let mut step = |m: [f64; 4]| {
+    for m in quads.chain(std::iter::once(rest)) {
         for lane in 0..4 {
             s[lane] += m[lane] * w[lane];
             w[lane] *= r4;
         }
-        w[0] != 0.0
-    };
-    let rest = if from_end {
-        let chunks = mass.rchunks_exact(4);
-        let rest = chunks.remainder();
-        for c in chunks {
-            if !step([c[3], c[2], c[1], c[0]]) {
-                return s.iter().sum();
-            }
+        if w[0] == 0.0 {
+            break;
         }
-        let mut tail = [0.0; 4];
-        for (t, &m) in tail.iter_mut().zip(rest.iter().rev()) {
-            *t = m;
-        }
-        tail
-    } else {
-        let chunks = mass.chunks_exact(4);
-        let rest = chunks.remainder();
-        for c in chunks {
-            if !step([c[0], c[1], c[2], c[3]]) {
-                return s.iter().sum();
-            }
-        }
-        let mut tail = [0.0; 4];
-        tail[..rest.len()].copy_from_slice(rest);
-        tail
-    };
-    step(rest);
+    }
     s.iter().sum()
 }
 
+/// The Chernoff window of the n-fold sum of grid indices j ~ mass/total: the smallest [a_lo, a_hi] (in
+/// index units, relative to n·lo) outside which each tail has probability ≤ `tail`, from
+/// P[S ≥ a] ≤ exp(n ln M(t) − t a) minimised over t on a log-spaced grid (and the mirror for the lower
+/// tail). Clamped to the exact range [0, n(len − 1)].
 fn chernoff_window(mass: &[f64], total: f64, n: u64, tail: f64) -> (f64, f64) {
     let len = mass.len();
     let nf = n as f64;
@@ -624,8 +620,13 @@ fn inverse_plan(n: usize) -> Arc<dyn ComplexToReal<f64>> {
         .clone()
 }
 
-/// Builds both plans of length n at once, one on each of two threads (they are independent).
+/// Builds both plans of length n at once, one on each of two threads (they are independent); does
+/// nothing, and starts no thread, when both are cached already.
 pub(crate) fn prepare_plans(n: usize) {
+    let cached = plans(n);
+    if cached.forward.get().is_some() && cached.inverse.get().is_some() {
+        return;
+    }
     super::both(
         || {
             forward_plan(n);
@@ -707,7 +708,7 @@ mod tests {
             .map(|i| ((i as f64) * 0.01).sin().abs() + 0.01)
             .collect();
         let b: Vec<f64> = (0..300).map(|i| 1.0 / (1.0 + i as f64)).collect();
-        let (fft, err, _) = convolve(&a, &b);
+        let (fft, err, _) = convolve_at(&a, &b, None);
         let mut direct = vec![0.0; a.len() + b.len() - 1];
         for (i, x) in a.iter().enumerate() {
             for (j, y) in b.iter().enumerate() {
@@ -785,7 +786,7 @@ mod round_off_tests {
                 pa.len() * pb.len() > DIRECT_CONVOLUTION_WORK,
                 "must take the FFT path"
             );
-            let (fft, err, _) = convolve(&pa.mass, &pb.mass);
+            let (fft, err, _) = convolve_at(&pa.mass, &pb.mass, None);
             let mut direct = vec![0.0; pa.len() + pb.len() - 1];
             for (i, x) in pa.mass.iter().enumerate() {
                 for (j, y) in pb.mass.iter().enumerate() {
