@@ -15,7 +15,14 @@
 //!
 //! # Soundness
 //! - δ values are made non-increasing by raising earlier ones (never lowering later ones);
-//! - the Aᵢ are clamped to [p∞, 1] and made non-increasing by raising, which moves mass up;
+//! - the Aᵢ are clamped to [p∞, 1] and made non-increasing by raising, which moves mass up. The
+//!   profile's finite part at any ε is Σ_{k>j} Aₖ·cₖ plus a term in p∞, with cₖ ≥ 0 and Σ cₖ ≤ 1
+//!   (summation by parts, the weights 1 − e^{ε−εₖ} increasing in k), so raising the Aₖ by rₖ raises
+//!   the profile by at most max rₖ, everywhere. That maximum is added to `moved_up`, which the lower
+//!   bound subtracts. It matters: the input δ is an *upper* bound, rounded up by a relative error,
+//!   so it is not exactly convex in e^ε, and a flat run ending in a small drop — typically at the top
+//!   of a profile that is mostly mass at +∞ — yields Aᵢ below their successor by about
+//!   rel·δ/(1 − e^{−h}): mass the truth does not have, moved up to the top grid point;
 //! - the mass below the grid, 1 − A_lo, is put on the lowest grid point (moved up);
 //! - δ at the top grid point becomes mass at +∞ (beyond it δ can only be smaller);
 //! - rounding in forming Aᵢ changes the reconstructed profile by at most 16U/(1 − e^{−h}) relative,
@@ -23,7 +30,7 @@
 
 use super::pmf::{Pmf, MAX_GRID_POINTS};
 use super::PldError;
-use crate::accountant::rounding::U;
+use crate::accountant::rounding::{self, U};
 
 /// Builds the connect-the-dots PMF of a profile over the loss range [eps_lo, eps_hi].
 ///
@@ -70,9 +77,12 @@ pub(crate) fn discretise(
     let denom = -(-h).exp_m1();
     // A[k] for grid point k (index i_lo + k), k = 0 … n−1; A[n] = top.
     let mut a = vec![top; n + 1];
+    // Largest raise of an Aᵢ above its computed value (see the module's soundness notes).
+    let mut raised = 0.0_f64;
     for k in (0..n).rev() {
         let v = (d[k] - e_mh * d[k + 1]) / denom;
         a[k] = v.clamp(top, 1.0).max(a[k + 1]);
+        raised = raised.max(a[k] - v);
     }
     let mut mass: Vec<f64> = (0..n).map(|k| a[k] - a[k + 1]).collect();
     let below = (1.0 - a[0]).max(0.0);
@@ -84,7 +94,9 @@ pub(crate) fn discretise(
         mass,
         inf,
         inf_trunc: top - inf,
-        moved_up: below,
+        // The raise adds at most `raised` to the profile anywhere (rounded up: 2U for the
+        // subtraction that formed it, U for the sum).
+        moved_up: below + rounding::up(raised, 4.0 * U),
         abs_err: 0.0,
         rel_err: rel_in + 16.0 * U / denom,
         steps: 1,
@@ -159,4 +171,26 @@ mod tests {
             assert!(v - prof(e) < 1e-6, "ε = {e}: {v} vs {}", prof(e));
         }
     }
+    /// A profile that is mostly mass at +∞, rounded up by a relative error (so not exactly convex
+    /// in e^ε): the raises that make the Aᵢ non-increasing put mass the truth does not have at the
+    /// top grid point, and `moved_up` must cover what they add to the profile, or lower bounds read
+    /// off it are optimistic.
+    #[test]
+    fn raises_from_a_rounded_up_profile_are_excluded_from_the_lower_bound() {
+        let (h, inf, rel) = (1e-4, 9e-5, 7e-11);
+        // Truth: mass `inf` at +∞, nothing above ε = 0 otherwise; the input rounds it up.
+        let up = |e: f64| if e < 0.0 { 1.0 } else { inf * (1.0 + rel) };
+        let p = discretise(h, 0.0, 1.0, up, rel, inf, Some(inf)).unwrap();
+        let atoms = p.profile(0.0);
+        for k in 0..=10_000 {
+            let e = k as f64 * 1e-4;
+            let finite = atoms.delta(e);
+            // The lower bound reads (finite + p∞)(1 − rel) − moved_up; the truth here is p∞.
+            let lower = (finite + p.inf) * (1.0 - p.rel_err) - p.moved_up;
+            assert!(lower <= inf, "ε = {e}: lower {lower:e} above the truth {inf:e}");
+        }
+        // The defect was real: the top grid point did receive spurious mass.
+        assert!(atoms.delta(0.5) > inf * rel, "{:e}", atoms.delta(0.5));
+    }
 }
+
