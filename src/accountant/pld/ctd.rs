@@ -187,10 +187,12 @@ mod tests {
             let finite = atoms.delta(e);
             // The lower bound reads (finite + p∞)(1 − rel) − moved_up; the truth here is p∞.
             let lower = (finite + p.inf) * (1.0 - p.rel_err) - p.moved_up;
-            assert!(lower <= inf, "ε = {e}: lower {lower:e} above the truth {inf:e}");
+            assert!(
+                lower <= inf,
+                "ε = {e}: lower {lower:e} above the truth {inf:e}"
+            );
         }
         // The defect was real: the top grid point did receive spurious mass.
         assert!(atoms.delta(0.5) > inf * rel, "{:e}", atoms.delta(0.5));
     }
 }
-
