@@ -12,6 +12,7 @@
 //! - [`tv`]: η-TV closed forms and the exact composition of (ε, δ, η) mechanisms;
 //! - [`clt`]: CLT / Berry–Esseen approximations (reported, never enforced);
 //! - [`analytic`]: the exact engine for Gaussian-type ledgers;
+//! - [`certificate`]: unit certificates (μᵢ, δᵢ) for the adaptive filter, and its guarantee;
 //! - [`report`]: the one report shape every caller returns.
 //!
 //! # Soundness
@@ -20,6 +21,7 @@
 
 pub mod analytic;
 pub mod calibrate;
+pub mod certificate;
 pub mod clt;
 pub mod composition;
 pub mod dp_event;

@@ -12,7 +12,7 @@ use super::clt::CltSums;
 use super::composition::Composition;
 use super::event::{Event, EVENT_MODEL_VERSION};
 use super::json::{self, Fields, InputError, JsonPath};
-use super::rounding::U;
+use super::rounding::{self, U};
 use super::{gdp, pld, AccountantError, NeighboringRelation};
 use serde::Serialize;
 use serde_json::Value;
@@ -266,7 +266,8 @@ pub struct TradeoffPoint {
     pub beta_upper: f64,
     /// Upper bound on the attack's true-positive rate at FPR = α: 1 − f(α).
     pub tpr: f64,
-    /// G_μ(α) at the reported μ (null when μ is), for comparison: ≤ beta by construction.
+    /// The certified fit at α, (1 − s)·G_μ(α/(1 − s)) at the reported μ and δ slack s (G_μ(α) when
+    /// s = 0; null when μ is), for comparison: ≤ beta by construction.
     pub gdp_beta: Option<f64>,
 }
 
@@ -340,7 +341,19 @@ impl Report {
                 beta: lo,
                 beta_upper: hi,
                 tpr: g.tpr(alpha),
-                gdp_beta: mu.upper.map(|m| gdp::tradeoff(m, alpha)),
+                // The certified fit G_μ ⊗ f_{0,s}: (1 − s)·G_μ(α/(1 − s)) (0 past α = 1 − s),
+                // rounded down like G_μ itself.
+                gdp_beta: mu.upper.map(|m| {
+                    let w = 1.0 - mu.delta_slack;
+                    if mu.delta_slack == 0.0 {
+                        gdp::tradeoff(m, alpha)
+                    } else if alpha >= w {
+                        0.0
+                    } else {
+                        let g = w * gdp::tradeoff(m, rounding::div_up(alpha, w).min(1.0));
+                        rounding::prob_down(g, 4.0 * U)
+                    }
+                }),
             }
         };
         let alpha_star = g.alpha_star();

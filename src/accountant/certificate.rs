@@ -1,0 +1,380 @@
+//! Unit certificates for the adaptive μ-GDP filter, and the guarantee the filter gives.
+//!
+//! A *unit* is a mechanism whose privacy parameters were all fixed before it ran (one query, a
+//! declared batch, a chunk of a DP-SGD run). Inside a unit the composition is exact (Dong, Roth & Su,
+//! "Gaussian differential privacy", Thm 4). Its certificate (μ, δ) states that the unit's trade-off
+//! curve satisfies, in both neighbour orders,
+//! ```text
+//! f ≥ G_μ ⊗ f_{0,δ},   i.e.   f(α) ≥ (1 − δ)·G_μ(α/(1 − δ))  for α ≤ 1 − δ
+//! ```
+//! (f_{0,δ}(α) = max(0, 1 − δ − α) is "reveal the record with probability δ"). The ledger's gate
+//! combines certificates with the filter Σμᵢ² ≤ μ_B², Σδᵢ ≤ δ_B (see `docs/filter.md`); this module
+//! only computes them.
+//!
+//! # How a certificate is obtained
+//! - **Gaussian-type units** (every leaf `gaussian` or `gdp`): μ = √Σμᵢ² of the exact engine, rounded
+//!   up; δ = 0 exactly.
+//! - **A single (ε, δ) black box**: f_{ε,δ} = f_{ε,0} ⊗ f_{0,δ} (both are
+//!   max{0, 1 − δ − e^ε α, e^{−ε}(1 − δ − α)}) and f_{ε,0} ≥ G_{μ(ε)} with
+//!   μ(ε) = −2Φ⁻¹(1/(1 + e^ε)) (Gomez et al., "(ε,δ) considered harmful", Prop. 6.1); ⊗ is monotone,
+//!   so (μ(ε), δ), with μ(ε) rounded up ([`gdp::from_pure_dp`]).
+//! - **Any other unit**: the numerical engine's certified μ fit at slack δ (the report's `mu.upper`:
+//!   mass at +∞ ≤ δ and (1 − δ)G_μ(α/(1 − δ)) ≤ f(α) for every α, from the curve's lower bound, in
+//!   both orders). With [`UnitDelta::Auto`] the fit is tried at δ = 0 first and kept when it is
+//!   finite and within [`ZERO_DELTA_MU_RATIO`] of the fit at the default δ: bounded-loss mechanisms
+//!   (Laplace, randomized response, pure-DP boxes) then spend no δ at all.
+
+use super::composition::Composition;
+use super::event::Event;
+use super::json::JsonPath;
+use super::report::{Guarantee, Method, MuReport};
+use super::{gdp, rounding, AccountantError, NeighboringRelation};
+use crate::accountant::clt::CltSums;
+use serde::Serialize;
+
+/// [`UnitDelta::Auto`] keeps δ = 0 when the fit at δ = 0 is at most this factor above the fit at
+/// the default δ (0.1 % more μ is worth not spending δ, which adds linearly across units).
+pub const ZERO_DELTA_MU_RATIO: f64 = 1.001;
+
+/// How a unit's δ is chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UnitDelta {
+    /// The caller set it (in [0, 1)).
+    Fixed(f64),
+    /// δ = 0 when that costs at most [`ZERO_DELTA_MU_RATIO`] in μ, else the given default.
+    Auto(f64),
+}
+
+/// A unit's certificate (μ, δ): f ≥ G_μ ⊗ f_{0,δ} in both neighbour orders. Both finite, μ ≥ 0,
+/// δ ∈ [0, 1); only [`certify`] and [`Certificate::new`] make one.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Certificate {
+    /// μ of the Gaussian part (rounded up).
+    mu: f64,
+    /// Probability of the "reveal" part (δ_i), exactly as charged.
+    delta: f64,
+}
+
+impl Certificate {
+    /// A certificate from stored numbers; `None` unless μ ≥ 0 and δ ∈ [0, 1) are finite.
+    pub fn new(mu: f64, delta: f64) -> Option<Self> {
+        (mu.is_finite() && mu >= 0.0 && (0.0..1.0).contains(&delta))
+            .then_some(Certificate { mu, delta })
+    }
+    /// μ (upper bound).
+    pub fn mu(&self) -> f64 {
+        self.mu
+    }
+    /// δ.
+    pub fn delta(&self) -> f64 {
+        self.delta
+    }
+}
+
+/// Why a unit has no certificate.
+fn uncertifiable(path: &JsonPath, delta: f64, reason: Option<String>) -> AccountantError {
+    AccountantError::Unsupported {
+        path: path.to_string(),
+        reason: format!(
+            "no finite mu-GDP certificate for this unit with delta = {delta:e}{}; give the unit a \
+             larger delta (the charge's \"delta\" field) or split it",
+            reason.map(|r| format!(" ({r})")).unwrap_or_default()
+        ),
+    }
+}
+
+/// The certificates of one unit (see the module docs), in the gate's order of preference: one, or
+/// with [`UnitDelta::Auto`] possibly two (δ = 0 first when it costs little μ, then the default δ;
+/// or the default δ first, then δ = 0, which the gate may still take when the δ budget is spent).
+///
+/// # Errors
+/// The engine's errors for the event (4xx-class: too large, unsupported), or
+/// [`AccountantError::Unsupported`] when no finite μ holds at any allowed δ.
+pub fn certify(
+    event: &Event,
+    relation: NeighboringRelation,
+    grid_step: f64,
+    delta: UnitDelta,
+    path: &JsonPath,
+) -> Result<Vec<Certificate>, AccountantError> {
+    if let Event::EpsilonDelta {
+        epsilon, delta: d, ..
+    } = event
+    {
+        let mu = gdp::from_pure_dp(epsilon.get());
+        return Certificate::new(mu, d.get())
+            .map(|c| vec![c])
+            .ok_or_else(|| uncertifiable(path, d.get(), Some("the box has delta = 1".into())));
+    }
+    let mut comp = Composition::new(relation, grid_step);
+    comp.push(event, path)?;
+    if comp.is_analytic() {
+        let mu = comp.gdp().mu_bounds().1;
+        return Certificate::new(mu, 0.0).map(|c| vec![c]).ok_or_else(|| {
+            uncertifiable(
+                path,
+                0.0,
+                Some("sqrt(sum of mu_i^2) exceeds the largest double".into()),
+            )
+        });
+    }
+    let g = comp.guarantee()?;
+    let fit = |d: f64| -> Result<Certificate, AccountantError> {
+        let m = g.mu(d);
+        m.upper
+            .and_then(|mu| Certificate::new(mu, d))
+            .ok_or_else(|| uncertifiable(path, d, m.reason))
+    };
+    match delta {
+        UnitDelta::Fixed(d) => fit(d).map(|c| vec![c]),
+        UnitDelta::Auto(d) => {
+            let at_zero = fit(0.0);
+            if d <= 0.0 {
+                return at_zero.map(|c| vec![c]);
+            }
+            match (at_zero, fit(d)) {
+                (Ok(z), Ok(c)) if z.mu <= c.mu * ZERO_DELTA_MU_RATIO => Ok(vec![z]),
+                (Ok(z), Ok(c)) => Ok(vec![c, z]),
+                (Err(_), Ok(c)) => Ok(vec![c]),
+                (Ok(z), Err(_)) => Ok(vec![z]),
+                (Err(_), Err(e)) => Err(e),
+            }
+        }
+    }
+}
+
+/// The guarantee G_μ ⊗ f_{0,δ} that the filter gives a whole adaptive interaction (μ = √Σμᵢ²,
+/// δ = Σδᵢ, both upper bounds), as a report source. Closed forms (Dong, Roth & Su, "Gaussian
+/// differential privacy", Cor. 1 and the composition with f_{0,δ}):
+/// ```text
+/// β(α) = (1 − δ)·G_μ(α/(1 − δ))  (0 past α = 1 − δ)
+/// δ(ε) = δ + (1 − δ)·δ_μ(ε)
+/// ε(δ′) = ε_μ((δ′ − δ)/(1 − δ))  for δ′ > δ, else +∞
+/// ```
+/// # Soundness
+/// Each figure is the μ-GDP closed form (already a directed bracket) at the matching end, combined
+/// with δ by monotone operations rounded in the safe direction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FilterGuarantee {
+    mu: f64,
+    delta: f64,
+}
+
+impl FilterGuarantee {
+    /// The guarantee of μ = `mu` and reveal probability `delta` (validated by [`Certificate::new`]).
+    pub fn new(c: Certificate) -> Self {
+        FilterGuarantee {
+            mu: c.mu,
+            delta: c.delta,
+        }
+    }
+}
+
+const U: f64 = rounding::U;
+
+impl Guarantee for FilterGuarantee {
+    fn method(&self) -> Method {
+        Method::Analytic
+    }
+    fn epsilon_bounds(&self, delta: f64) -> (f64, f64) {
+        if delta <= self.delta {
+            return (f64::INFINITY, f64::INFINITY);
+        }
+        // The Gaussian part must stay within (δ′ − δ)/(1 − δ): rounded down for the upper ε
+        // (smaller δ, larger ε), up for the lower one.
+        let room = rounding::div_down(rounding::sub_down(delta, self.delta), 1.0 - self.delta);
+        let room_up = rounding::div_up(rounding::sub_up(delta, self.delta), 1.0 - self.delta);
+        (
+            gdp::epsilon_bounds(self.mu, room_up.min(1.0)).0,
+            gdp::epsilon_bounds(self.mu, room).1,
+        )
+    }
+    fn delta_bounds(&self, eps: f64) -> (f64, f64) {
+        let (lo, hi) = gdp::delta_bounds(self.mu, eps);
+        let w = 1.0 - self.delta;
+        (
+            rounding::prob_down(self.delta + w * lo, 4.0 * U),
+            rounding::prob_up(self.delta + w * hi, 4.0 * U),
+        )
+    }
+    fn beta_bounds(&self, alpha: f64) -> (f64, f64) {
+        let w = 1.0 - self.delta;
+        if alpha >= w {
+            return (0.0, 0.0);
+        }
+        if self.delta == 0.0 {
+            return (
+                gdp::tradeoff(self.mu, alpha),
+                gdp::tradeoff_upper(self.mu, alpha),
+            );
+        }
+        // G_μ decreases in its argument: the lower β reads it at α/(1−δ) rounded up.
+        let lo = w * gdp::tradeoff(self.mu, rounding::div_up(alpha, w).min(1.0));
+        let hi = w * gdp::tradeoff_upper(self.mu, rounding::div_down(alpha, w));
+        (
+            rounding::prob_down(lo, 4.0 * U),
+            rounding::prob_up(hi, 4.0 * U),
+        )
+    }
+    /// At slack s ≥ δ, μ itself holds ((1 − s)G_μ(α/(1 − s)) decreases in s); its lower end is the
+    /// certified lower bound of the tight μ_s of G_μ alone, which is below that of this (smaller)
+    /// curve. At s < δ no finite μ holds: the reveal part alone exceeds the slack.
+    fn mu(&self, delta_slack: f64) -> MuReport {
+        if self.delta > delta_slack {
+            return MuReport {
+                upper: None,
+                lower: None,
+                delta_slack,
+                regret: None,
+                reason: Some(format!(
+                    "the filter's delta ({:e}) exceeds the delta slack {delta_slack:e}",
+                    self.delta
+                )),
+            };
+        }
+        let lower = if delta_slack > 0.0 {
+            gdp::slack_mu_lower(self.mu, delta_slack)
+        } else {
+            self.mu
+        };
+        MuReport {
+            upper: Some(self.mu),
+            lower: Some(lower.min(self.mu)),
+            delta_slack,
+            regret: Some(0.0),
+            reason: None,
+        }
+    }
+    fn infinity_mass(&self) -> f64 {
+        self.delta
+    }
+    fn clt_sums(&self) -> Option<CltSums> {
+        None
+    }
+    fn alpha_star(&self) -> f64 {
+        if self.delta == 0.0 {
+            gdp::fixed_point(self.mu)
+        } else {
+            (1.0 - self.delta_bounds(0.0).1) / 2.0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cert(v: serde_json::Value, d: UnitDelta) -> Result<Certificate, AccountantError> {
+        let e = Event::from_json(&v).unwrap();
+        certify(
+            &e,
+            NeighboringRelation::ReplaceOne,
+            1e-4,
+            d,
+            &JsonPath::root(),
+        )
+        .map(|c| c[0])
+    }
+
+    /// Closed form: μ(ε) = −2Φ⁻¹(1/(1 + e^ε)); μ(1) = 1.2320352 (Gomez et al. Prop. 6.1).
+    #[test]
+    fn randomized_response_with_epsilon_one_spends_mu_of_pure_dp_and_no_delta() {
+        // Binary RR with ε = 1: p = 1/(1+e) of lying ⇔ noise_parameter 2/(1+e).
+        let p = 2.0 / (1.0 + 1f64.exp());
+        let c = cert(
+            json!({"type": "randomized_response", "noise_parameter": p, "num_buckets": 2}),
+            UnitDelta::Auto(1e-12),
+        )
+        .unwrap();
+        assert_eq!(c.delta(), 0.0);
+        let exact = 1.232_035_2;
+        assert!(
+            c.mu() >= exact - 1e-7 && c.mu() < exact * 1.0001,
+            "{}",
+            c.mu()
+        );
+    }
+
+    #[test]
+    fn gaussian_units_have_exact_mu_and_zero_delta() {
+        let c = cert(
+            json!({"type": "gaussian", "noise_multiplier": 2.0}),
+            UnitDelta::Auto(1e-9),
+        )
+        .unwrap();
+        // Replace-one: sensitivity 2, μ = 2/σ = 1.
+        assert_eq!((c.mu(), c.delta()), (1.0, 0.0));
+    }
+
+    #[test]
+    fn black_boxes_get_mu_of_epsilon_and_their_delta() {
+        let c = cert(
+            json!({"type": "epsilon_delta", "epsilon": 1.0, "delta": 1e-6}),
+            UnitDelta::Auto(0.0),
+        )
+        .unwrap();
+        assert_eq!(c.delta(), 1e-6);
+        assert!((c.mu() - 1.232_035_2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn huge_gdp_has_a_finite_certificate_and_infinite_is_refused() {
+        let c = cert(json!({"type": "gdp", "mu": 1e200}), UnitDelta::Auto(0.0)).unwrap();
+        assert!(c.mu() >= 1e200);
+        assert!(cert(
+            json!({"type": "self_composed", "count": 1u64 << 53,
+                             "event": {"type": "gdp", "mu": 1e305}}),
+            UnitDelta::Auto(0.0)
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn subsampled_gaussian_needs_delta_and_uses_the_default() {
+        let v = json!({"type": "poisson_sampled", "sampling_rate": 0.01,
+                       "event": {"type": "gaussian", "noise_multiplier": 1.0}});
+        let e = Event::from_json(&v).unwrap();
+        let c = certify(
+            &e,
+            NeighboringRelation::AddOrRemoveOne,
+            1e-3,
+            UnitDelta::Auto(1e-9),
+            &JsonPath::root(),
+        )
+        .unwrap();
+        assert_eq!(c.len(), 1, "{c:?}");
+        let c = c[0];
+        assert_eq!(c.delta(), 1e-9);
+        assert!(c.mu().is_finite() && c.mu() < 1.0, "{}", c.mu());
+        assert!(certify(
+            &e,
+            NeighboringRelation::AddOrRemoveOne,
+            1e-3,
+            UnitDelta::Fixed(0.0),
+            &JsonPath::root()
+        )
+        .is_err());
+    }
+
+    /// The filter's guarantee reproduces the μ-GDP closed forms at δ = 0 and adds δ on top.
+    #[test]
+    fn filter_guarantee_closed_forms() {
+        let g = FilterGuarantee::new(Certificate::new(1.0, 0.0).unwrap());
+        let (lo, hi) = g.delta_bounds(1.0);
+        assert!(lo <= 0.126_936_737_506_644 && hi >= 0.126_936_737_506_644 && hi - lo < 1e-14);
+        let g = FilterGuarantee::new(Certificate::new(1.0, 1e-3).unwrap());
+        let (lo, hi) = g.delta_bounds(1.0);
+        let want = 1e-3 + (1.0 - 1e-3) * 0.126_936_737_506_644;
+        assert!(
+            lo <= want && hi >= want && hi - lo < 1e-13,
+            "{lo} {hi} {want}"
+        );
+        assert_eq!(g.epsilon_bounds(1e-3), (f64::INFINITY, f64::INFINITY));
+        assert!(g.mu(1e-4).upper.is_none());
+        assert_eq!(g.mu(1e-3).upper, Some(1.0));
+        let (b_lo, b_hi) = g.beta_bounds(0.1);
+        let want = (1.0 - 1e-3) * gdp::tradeoff(1.0, 0.1 / (1.0 - 1e-3));
+        assert!(b_lo <= want + 1e-15 && b_hi >= want - 1e-15 && b_hi - b_lo < 1e-12);
+    }
+}
