@@ -29,11 +29,18 @@ pub struct BudgetExceededBody {
     #[schema(example = "budget_exceeded")]
     pub error: String,
     pub message: String,
-    /// μ of the ledger with the charge; null when no finite μ holds within the δ slack.
+    /// μ of the filter with the unit, √(Σμᵢ² + μ_unit²).
     pub mu_after: Option<f64>,
+    /// δ of the filter with the unit.
+    pub delta_after: f64,
     pub mu_budget: f64,
+    pub delta_budget: f64,
     pub mu_spent: f64,
+    pub delta_spent: f64,
     pub remaining_mu: f64,
+    pub remaining_delta: f64,
+    /// The unit's certificate (μᵢ, δᵢ) the gate tried.
+    pub unit: crate::http::wire::CertificateWire,
     #[schema(value_type = Object)]
     pub details: Value,
 }
@@ -138,7 +145,17 @@ impl From<LedgerError> for ApiError {
                     ApiError::new(StatusCode::CONFLICT, "budget_exceeded", r.reason.clone())
                         .with_details(details.clone());
                 if let Value::Object(m) = details {
-                    for k in ["mu_after", "mu_budget", "mu_spent", "remaining_mu"] {
+                    for k in [
+                        "mu_after",
+                        "delta_after",
+                        "mu_budget",
+                        "delta_budget",
+                        "mu_spent",
+                        "delta_spent",
+                        "remaining_mu",
+                        "remaining_delta",
+                        "unit",
+                    ] {
                         if let Some(v) = m.get(k) {
                             err.extra.insert(k.to_owned(), v.clone());
                         }
@@ -169,6 +186,18 @@ impl From<LedgerError> for ApiError {
                 "busy",
                 "too many concurrent writers on this dataset; retry",
             ),
+            LedgerError::Corrupt(id, m) => {
+                tracing::error!(dataset_id = %id, error = %m, "corrupt dataset state");
+                ApiError::new(
+                    StatusCode::CONFLICT,
+                    "dataset_state_corrupt",
+                    format!(
+                        "dataset {id:?} cannot be used: its stored state is corrupt ({m}); no \
+                         charge is admitted on it until an operator repairs it"
+                    ),
+                )
+                .with_details(json!({"id": id, "reason": m}))
+            }
             LedgerError::Internal(m) => {
                 tracing::error!(error = %m, "internal error");
                 ApiError::new(

@@ -259,7 +259,7 @@ fn report_options(q: &HashMap<String, String>) -> ApiResult<ReportOptions> {
            ("deltas" = Option<String>, Query, description = "Comma-separated δ values for ε(δ)"),
            ("epsilons" = Option<String>, Query, description = "Comma-separated ε values for δ(ε)"),
            ("alphas" = Option<String>, Query, description = "Comma-separated α values for the trade-off curve")),
-    responses((status = 200, description = "The report", body = ReportWire),
+    responses((status = 200, description = "The report", body = DatasetReportWire),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -267,10 +267,12 @@ pub async fn get_report(
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<ReportWire>> {
+) -> ApiResult<Json<DatasetReportWire>> {
     unknown_params(&q, &["deltas", "epsilons", "alphas"])?;
     let opts = report_options(&q)?;
-    Ok(Json(ReportWire::from(&s.ledgers.report(&id, opts).await?)))
+    Ok(Json(DatasetReportWire::from(
+        &s.ledgers.report(&id, opts).await?,
+    )))
 }
 
 /// `points` α values: half log-spaced over [1e-10, 1e-2), half evenly over [1e-2, 1].
@@ -326,7 +328,7 @@ pub async fn get_tradeoff(
         epsilons: vec![],
         ..ReportOptions::default()
     };
-    let r = ReportWire::from(&s.ledgers.report(&id, opts).await?);
+    let r = DatasetReportWire::from(&s.ledgers.report(&id, opts).await?).report;
     Ok(Json(TradeoffWire {
         mu: r.mu,
         alpha_star: r.tier2.alpha_star,

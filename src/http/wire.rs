@@ -11,14 +11,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-/// A μ-GDP budget.
+/// A budget for the adaptive μ-GDP filter: the units' certificates (μᵢ, δᵢ) must satisfy
+/// Σμᵢ² ≤ μ² and Σδᵢ ≤ δ.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = Budget)]
 pub struct BudgetWire {
-    /// The μ the ledger may reach.
+    /// μ_B: the whole interaction is μ_B-GDP (up to the δ part).
     #[schema(example = 1.0)]
     pub mu: f64,
-    /// The δ slack that mass at +∞ privacy loss may use (default 1e-10, at most 1e-3).
+    /// δ_B: the total of the units' δᵢ (default 1e-10, at most 1e-3).
     #[schema(example = 1e-10)]
     pub delta: Option<f64>,
 }
@@ -61,12 +62,19 @@ pub struct Dataset {
     pub description: String,
     pub neighboring_relation: String,
     pub budget: BudgetView,
-    /// Upper bound on μ spent (sound).
+    /// μ spent under the adaptive filter, √Σμᵢ² (rounded up).
     pub mu_spent: f64,
-    /// Lower end of the μ bracket.
-    pub mu_spent_lower: f64,
-    /// √(μ_budget² − μ_spent²): the largest μ of a further Gaussian-type charge.
+    /// δ spent under the filter, Σδᵢ.
+    pub delta_spent: f64,
+    /// √(μ_budget² − Σμᵢ²): the largest μ a further unit can have.
     pub remaining_mu: f64,
+    /// δ_budget − Σδᵢ.
+    pub remaining_delta: f64,
+    /// Units (charges) admitted.
+    pub units: i64,
+    /// μ of the exact composition of every charge: valid only if the whole sequence had been fixed
+    /// in advance; shown for comparison, never used to admit.
+    pub exact_composition_mu: Option<f64>,
     pub charges: i64,
     /// Number of ledger entries (charges and budget changes).
     pub version: i64,
@@ -97,6 +105,17 @@ pub struct ChargeRequestWire {
     pub label: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
+    /// The unit's δᵢ (in [0, 1e-3]). Default: 0 for Gaussian-type units and for units whose μ at
+    /// δ = 0 is within 0.1 % of that at the default; otherwise the budget's δ / 1000.
+    pub delta: Option<f64>,
+}
+
+/// A unit's certificate: its trade-off curve is at least G_μ ⊗ f_{0,δ} in both neighbour orders.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = Certificate)]
+pub struct CertificateWire {
+    pub mu: f64,
+    pub delta: f64,
 }
 
 /// An admitted charge.
@@ -111,7 +130,9 @@ pub struct Charge {
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
     pub idempotency_key: Option<String>,
-    /// μ of the ledger after this charge.
+    /// The unit's certificate (μᵢ, δᵢ).
+    pub unit: Option<CertificateWire>,
+    /// μ spent under the filter after this charge.
     pub mu_after: Option<f64>,
     pub created_at: String,
 }
@@ -147,9 +168,15 @@ pub struct EntryPage {
 #[schema(as = Preview)]
 pub struct PreviewWire {
     pub admitted: bool,
+    /// The unit's certificate the gate would use.
+    pub unit: CertificateWire,
+    /// μ and δ of the filter with the unit.
     pub mu_after: Option<f64>,
+    pub delta_after: f64,
     pub mu_budget: f64,
+    pub delta_budget: f64,
     pub reason: Option<String>,
+    /// The filter's guarantee with the unit (as it stands, when rejected).
     pub report: ReportWire,
 }
 
@@ -195,7 +222,7 @@ pub struct TradeoffPointWire {
     pub beta_upper: f64,
     /// Upper bound on an attack's TPR at FPR α.
     pub tpr: f64,
-    /// G_μ(α) at the reported μ.
+    /// The certified fit (1 − s)·G_μ(α/(1 − s)) at the reported μ and δ slack s.
     pub gdp_beta: Option<f64>,
 }
 
@@ -246,6 +273,29 @@ pub struct ReportWire {
     pub clt: Option<CltWire>,
     pub invocations: u64,
     pub accountant: AccountantWire,
+}
+
+/// The report of a dataset: every figure is that of the adaptive filter's guarantee
+/// G_{μ_B} ⊗ f_{0,δ_B} (the budget's), valid for the whole interaction however the charges are
+/// chosen; `mu_spent`/`delta_spent` are budget use (not a guarantee: they depend on the outputs);
+/// the exact composition of the charges is shown beside it, labelled.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = DatasetReport)]
+pub struct DatasetReportWire {
+    #[serde(flatten)]
+    pub report: ReportWire,
+    pub mu_spent: f64,
+    pub delta_spent: f64,
+    pub units: i64,
+    pub exact_composition: Option<ExactCompositionWire>,
+}
+
+/// The exact composition of every charge: valid only under the stated condition.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = ExactComposition)]
+pub struct ExactCompositionWire {
+    pub valid_only_if: String,
+    pub report: ReportWire,
 }
 
 /// The trade-off curve of a dataset.
@@ -308,9 +358,12 @@ pub struct CalibrationWire {
     pub free_parameter: String,
     /// The smallest noise multiplier, or the largest count (0 when not even one step fits).
     pub value: f64,
-    /// μ (upper bound) with the calibrated event.
+    /// μ (upper bound) of the calibrated unit.
     pub mu: f64,
+    /// The μ the unit may have (what remains of the filter, or the stateless target).
     pub mu_target: f64,
+    /// The δ the unit is certified at.
+    pub delta: f64,
     /// The event with the calibrated value filled in.
     #[schema(value_type = Option<Object>)]
     pub event: Option<Value>,
@@ -330,6 +383,12 @@ fn mirror<A: Serialize, B: for<'de> Deserialize<'de>>(a: &A) -> B {
 
 impl From<&Report> for ReportWire {
     fn from(r: &Report) -> Self {
+        mirror(r)
+    }
+}
+
+impl From<&crate::ledger::DatasetReport> for DatasetReportWire {
+    fn from(r: &crate::ledger::DatasetReport) -> Self {
         mirror(r)
     }
 }

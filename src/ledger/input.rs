@@ -12,8 +12,8 @@ use sha2::{Digest, Sha256};
 /// Largest μ budget accepted (beyond ~30 a μ-GDP guarantee means nothing).
 pub const MAX_BUDGET_MU: f64 = 1e3;
 
-/// A μ-GDP budget: μ, and the δ slack that +∞ privacy-loss mass (and the engine's own truncation)
-/// may use. `delta` defaults to [`DEFAULT_DELTA_SLACK`] (1e-10).
+/// A dataset's budget for the adaptive filter: μ_B (Σμᵢ² ≤ μ_B²) and δ_B (Σδᵢ ≤ δ_B, the total
+/// probability of the units' "reveal" parts). `delta` defaults to [`DEFAULT_DELTA_SLACK`] (1e-10).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Budget {
     pub mu: f64,
@@ -145,6 +145,8 @@ pub struct ChargeRequest {
     pub label: Option<String>,
     pub metadata: Option<Value>,
     pub idempotency_key: Option<String>,
+    /// The unit's δᵢ, if the caller sets it (in [0, 1e-3]); otherwise the gate's default rule.
+    pub delta: Option<f64>,
     /// SHA-256 of the canonical request body: a retry must send the same body.
     pub request_hash: String,
 }
@@ -159,7 +161,7 @@ pub fn idempotency_key(s: &str) -> Result<String, String> {
 }
 
 impl ChargeRequest {
-    /// Parses `{event, label?, metadata?}`; the event may be in our form or dp_accounting's
+    /// Parses `{event, label?, metadata?, delta?}`; the event may be in our form or dp_accounting's
     /// serialised DpEvent form.
     pub fn from_json(v: &Value, idempotency_key: Option<String>) -> Result<Self, InputError> {
         let root = JsonPath::root();
@@ -174,6 +176,12 @@ impl ChargeRequest {
                     return Err(InputError::new(&p, "must be at most 256 bytes"));
                 }
                 Some(s.to_owned())
+            }
+        };
+        let delta = match f.optional("delta") {
+            None => None,
+            Some((x, p)) => {
+                Some(check_delta_slack(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?)
             }
         };
         let metadata = match f.optional("metadata") {
@@ -196,6 +204,7 @@ impl ChargeRequest {
             label,
             metadata,
             idempotency_key,
+            delta,
             request_hash,
         })
     }

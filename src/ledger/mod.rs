@@ -1,19 +1,26 @@
 //! The application layer: datasets, their μ-GDP budgets, and the gate that admits or rejects charges.
 //!
-//! A charge is admitted iff the ledger composed with it has a μ upper bound (with the budget's δ
-//! slack) within the budget: μ_after ≤ μ_budget·(1 + [`GATE_TOLERANCE`]). Check and append are one
-//! step: per dataset, charges are serialised by an in-process lock, and the store's append is a
-//! compare-and-swap on the ledger version, so concurrent charges (from this process or another
-//! replica on the same database) never both pass against the same ledger state.
+//! Every charge is a *unit* whose parameters are fixed when it is admitted; it gets a certificate
+//! (μᵢ, δᵢ) and the gate is the adaptive μ-GDP filter of [`filter`]: admit iff Σμᵢ² ≤ μ_B² and
+//! Σδᵢ ≤ δ_B. The exact composition of all charges is still kept, and shown, but only as what the
+//! ledger would be worth had the whole sequence been fixed in advance; it never admits anything.
+//! Check and append are one step: per dataset, charges are serialised by an in-process lock, and the
+//! store's append is a compare-and-swap on the ledger version, so concurrent charges (from this
+//! process or another replica on the same database) never both pass against the same ledger state.
 //!
 //! Composition runs on tokio's blocking pool, never on the async workers.
 
+pub mod filter;
 pub mod input;
 
+use crate::accountant::certificate::{certify, Certificate, UnitDelta};
 use crate::accountant::composition::Composition;
+use crate::accountant::report::Guarantee;
 use crate::accountant::report::{self, AccountRequest, Report, ReportOptions};
 use crate::accountant::{AccountantError, Event, NeighboringRelation};
-use crate::store::{DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
+use crate::store::{Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
+pub use filter::GATE_TOLERANCE;
+use filter::{Admission, Exceeded, FilterState};
 use input::{Budget, ChargeRequest, NewDataset};
 use serde::Serialize;
 use serde_json::Value;
@@ -21,10 +28,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// Relative tolerance of the budget comparison: admit iff μ_after ≤ μ_budget·(1 + 1e-9). It absorbs
-/// the floating-point rounding of charges that fit a budget exactly (the analytic engine rounds μ up
-/// by ≤ 1e-15 relative) and is far below any privacy-relevant difference (cf. Tumult's 1e-9 slack).
-pub const GATE_TOLERANCE: f64 = 1e-9;
+/// A unit that needs a δ (its privacy loss is unbounded, or bounded only up to the engine's
+/// truncation) gets δ_B / 1000 unless the charge names one: a dataset can take a thousand such units
+/// before its δ is spent, and each one's μ barely depends on δ at that scale (for the README's
+/// DP-SGD chunk, μ moves by <1 % between δ_B/100 and δ_B/10000). Units whose fit at δ = 0 is within
+/// 0.1 % spend no δ at all (see [`crate::accountant::certificate`]).
+pub const DEFAULT_UNITS_PER_DELTA: f64 = 1000.0;
 
 /// Most datasets whose composed state is kept in memory.
 const STATE_CACHE_ENTRIES: usize = 256;
@@ -51,6 +60,8 @@ pub enum LedgerError {
     Busy,
     #[error("internal error: {0}")]
     Internal(String),
+    #[error("dataset {0:?} has a corrupt stored state: {1}")]
+    Corrupt(String, String),
 }
 
 impl From<StoreError> for LedgerError {
@@ -65,11 +76,18 @@ impl From<StoreError> for LedgerError {
 /// Why a charge was rejected.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Rejection {
-    /// μ of the ledger with the charge (null when no finite μ holds within the δ slack).
+    /// μ of the filter with the unit, √(Σμᵢ² + μ_unit²).
     pub mu_after: Option<f64>,
+    /// δ of the filter with the unit, Σδᵢ + δ_unit.
+    pub delta_after: f64,
     pub mu_budget: f64,
+    pub delta_budget: f64,
     pub mu_spent: f64,
+    pub delta_spent: f64,
     pub remaining_mu: f64,
+    pub remaining_delta: f64,
+    /// The unit's certificate (μᵢ, δᵢ) the gate tried.
+    pub unit: Certificate,
     pub reason: String,
 }
 
@@ -80,12 +98,19 @@ pub struct DatasetView {
     pub description: String,
     pub neighboring_relation: NeighboringRelation,
     pub budget: Budget,
-    /// Upper bound on μ spent so far (sound), and its lower bracket end.
+    /// μ spent under the adaptive filter, √Σμᵢ² over the admitted units (rounded up).
     pub mu_spent: f64,
-    pub mu_spent_lower: f64,
-    /// √(μ_budget² − μ_spent²): the largest μ a further Gaussian-type charge can have (μ adds in
-    /// quadrature; for other mechanisms ask /preview).
+    /// δ spent under the filter, Σδᵢ (rounded up).
+    pub delta_spent: f64,
+    /// √(μ_budget² − Σμᵢ²): the largest μ a further unit can have.
     pub remaining_mu: f64,
+    /// δ_budget − Σδᵢ.
+    pub remaining_delta: f64,
+    /// Units admitted (each charge is one unit).
+    pub units: i64,
+    /// μ of the exact composition of every charge (upper bound, at the budget's δ): valid only if
+    /// the whole sequence had been fixed in advance; shown for comparison, never used to admit.
+    pub exact_composition_mu: Option<f64>,
     pub charges: i64,
     pub version: i64,
     pub grid_step: f64,
@@ -102,6 +127,9 @@ pub struct ChargeView {
     pub label: Option<String>,
     pub metadata: Option<Value>,
     pub idempotency_key: Option<String>,
+    /// The unit's certificate (μᵢ, δᵢ).
+    pub unit: Option<Certificate>,
+    /// μ spent under the filter after this charge.
     pub mu_after: Option<f64>,
     pub created_at: String,
 }
@@ -129,11 +157,42 @@ pub struct ChargeOutcome {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Preview {
     pub admitted: bool,
+    /// The unit's certificate (μᵢ, δᵢ) the gate would use.
+    pub unit: Certificate,
+    /// μ and δ of the filter with the unit.
     pub mu_after: Option<f64>,
+    pub delta_after: f64,
     pub mu_budget: f64,
+    pub delta_budget: f64,
     pub reason: Option<String>,
+    /// The report of the filter's guarantee with the unit (or as it stands, when rejected).
     pub report: Report,
 }
+
+/// The report of a dataset: the filter's guarantee, and the exact composition beside it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DatasetReport {
+    /// Every figure of the report is that of the filter's guarantee G_{μ_B} ⊗ f_{0,δ_B}: valid for
+    /// the whole interaction however the charges were (and will be) chosen. What was spent is budget
+    /// use, below; it is not itself a guarantee (it depends on the outputs).
+    #[serde(flatten)]
+    pub report: Report,
+    pub mu_spent: f64,
+    pub delta_spent: f64,
+    pub units: i64,
+    pub exact_composition: Option<ExactComposition>,
+}
+
+/// The exact composition of every charge, labelled.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExactComposition {
+    /// Always the same warning: what this composition is valid for.
+    pub valid_only_if: &'static str,
+    pub report: Report,
+}
+
+const EXACT_ONLY_IF: &str = "the whole sequence of charges had been fixed before any output was \
+    seen; callers that chose charges after seeing results are covered only by the filter's figures";
 
 /// The datasets and their gate.
 pub struct Ledgers {
@@ -148,31 +207,43 @@ fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-fn remaining(budget: f64, spent: f64) -> f64 {
-    if spent >= budget {
-        0.0
-    } else {
-        // Rounded down: a Gaussian charge of exactly this μ must fit.
-        ((budget - spent) * (budget + spent)).sqrt() * (1.0 - 4.0 * f64::EPSILON)
-    }
-}
-
 fn relation_of(row: &DatasetRow) -> NeighboringRelation {
     NeighboringRelation::parse(&row.neighboring_relation).unwrap_or_default()
 }
 
-fn view(row: &DatasetRow) -> DatasetView {
+fn budget_of(row: &DatasetRow) -> Budget {
+    Budget {
+        mu: row.budget_mu,
+        delta: row.budget_delta,
+    }
+}
+
+/// The filter state of a converted row, checked (a corrupt one stops the dataset).
+fn filter_of(row: &DatasetRow) -> Result<FilterState, LedgerError> {
+    match (row.mu_sq_spent, row.delta_spent, row.units) {
+        (Some(m), Some(d), Some(u)) => {
+            FilterState::from_stored(m, d, u).map_err(|e| LedgerError::Corrupt(row.id.clone(), e))
+        }
+        _ => Err(LedgerError::Corrupt(
+            row.id.clone(),
+            "the filter state is missing (not converted from schema version 1)".into(),
+        )),
+    }
+}
+
+fn view(row: &DatasetRow, f: &FilterState) -> DatasetView {
+    let budget = budget_of(row);
     DatasetView {
         id: row.id.clone(),
         description: row.description.clone(),
         neighboring_relation: relation_of(row),
-        budget: Budget {
-            mu: row.budget_mu,
-            delta: row.budget_delta,
-        },
-        mu_spent: row.mu_spent,
-        mu_spent_lower: row.mu_spent_lower,
-        remaining_mu: remaining(row.budget_mu, row.mu_spent),
+        budget,
+        mu_spent: f.mu(),
+        delta_spent: f.delta(),
+        remaining_mu: budget.remaining_mu(f),
+        remaining_delta: budget.remaining_delta(f),
+        units: f.units(),
+        exact_composition_mu: row.exact_mu,
         charges: row.charges,
         version: row.version,
         grid_step: row.grid_step,
@@ -190,6 +261,10 @@ fn charge_view(e: &EntryRow) -> ChargeView {
         label: e.label.clone(),
         metadata: parse(&e.metadata),
         idempotency_key: e.idempotency_key.clone(),
+        unit: match (e.unit_mu, e.unit_delta) {
+            (Some(m), Some(d)) => Certificate::new(m, d),
+            _ => None,
+        },
         mu_after: e.mu_after,
         created_at: e.created_at.clone(),
     }
@@ -211,9 +286,12 @@ pub struct Calibrated {
     pub free_parameter: String,
     /// The smallest noise multiplier, or the largest count (0 when not even one step fits).
     pub value: f64,
-    /// μ (upper bound) of the ledger with the calibrated event.
+    /// μ (upper bound) of the calibrated unit.
     pub mu: f64,
+    /// The μ the unit may have (the filter's remaining μ, or the stateless target).
     pub mu_target: f64,
+    /// The δ the unit is certified at.
+    pub delta: f64,
     /// The event with the calibrated value filled in (absent when the count is 0).
     pub event: Option<Value>,
     pub evaluations: u32,
@@ -247,46 +325,120 @@ fn calibrated(
         value: c.value,
         mu: c.mu,
         mu_target: target,
+        delta: slack,
         event,
         evaluations: c.evaluations,
     })
 }
 
-/// The composed ledger with a new event and what the gate needs from it.
+/// The δ rule of a unit: the charge's own, else the budget's default (see
+/// [`DEFAULT_UNITS_PER_DELTA`]).
+fn unit_delta(budget: &Budget, own: Option<f64>) -> UnitDelta {
+    match own {
+        Some(d) => UnitDelta::Fixed(d),
+        None => UnitDelta::Auto(budget.delta / DEFAULT_UNITS_PER_DELTA),
+    }
+}
+
+/// What the gate decided about a unit, with what the answer needs.
 struct Gated {
-    state: Composition,
-    report: Report,
-    mu_after: Option<f64>,
-    mu_lower: Option<f64>,
-    reason: Option<String>,
+    unit: Certificate,
+    admission: Admission,
+    /// The exact composition with the unit (only when admitted), and its μ at the budget's δ.
+    exact: Option<(Composition, Option<f64>)>,
 }
 
 fn gate_compute(
     base: Arc<Composition>,
     event: Event,
     budget: Budget,
-    opts: ReportOptions,
+    filter: FilterState,
+    own_delta: Option<f64>,
 ) -> Result<Gated, LedgerError> {
     let t = Instant::now();
-    let mut state = (*base).clone();
-    state.push(
+    let path = crate::accountant::json::JsonPath::root().field("event");
+    let candidates = certify(
         &event,
-        &crate::accountant::json::JsonPath::root().field("event"),
+        base.relation(),
+        base.grid_step(),
+        unit_delta(&budget, own_delta),
+        &path,
     )?;
-    let g = state.guarantee()?;
-    let opts = ReportOptions {
-        delta_slack: budget.delta,
-        ..opts
+    let (admission, unit) = budget.admits_first(&filter, &candidates);
+    let exact = match admission {
+        Admission::Admitted(_) => {
+            let mut state = (*base).clone();
+            state.push(&event, &path)?;
+            let mu = state.guarantee()?.mu(budget.delta).upper;
+            Some((state, mu))
+        }
+        Admission::Rejected(_) => None,
     };
-    let report = Report::build(g.as_ref(), state.relation(), state.invocations(), &opts);
     metrics::histogram!("privacy_ledger_accountant_seconds").record(t.elapsed().as_secs_f64());
     Ok(Gated {
-        mu_after: report.mu.upper,
-        mu_lower: report.mu.lower,
-        reason: report.mu.reason.clone(),
-        state,
-        report,
+        unit,
+        admission,
+        exact,
     })
+}
+
+/// The report of the filter's guarantee (the budget's: see [`Budget::guarantee`]); δ slack: that
+/// guarantee's δ.
+fn filter_report(
+    f: &FilterState,
+    budget: &Budget,
+    relation: NeighboringRelation,
+    opts: &ReportOptions,
+) -> Report {
+    let opts = ReportOptions {
+        delta_slack: budget.guarantee(f).infinity_mass(),
+        ..opts.clone()
+    };
+    Report::build(
+        &budget.guarantee(f),
+        relation,
+        f.units().max(0) as u64,
+        &opts,
+    )
+}
+
+fn rejection(budget: &Budget, f: &FilterState, unit: Certificate, why: Exceeded) -> Rejection {
+    let mu_after = rounding_sqrt_up(f.mu_sq() + unit.mu() * unit.mu());
+    let delta_after = f.delta() + unit.delta();
+    let reason = match why {
+        Exceeded::Mu => format!(
+            "the unit's mu ({:.6}) does not fit the remaining mu ({:.6}): sqrt(sum of mu_i^2) would \
+             be {} > budget {}",
+            unit.mu(),
+            budget.remaining_mu(f),
+            mu_after.map_or("inf".into(), |m| format!("{m:.6}")),
+            budget.mu
+        ),
+        Exceeded::Delta => format!(
+            "the unit's delta ({:e}) does not fit the remaining delta ({:e}) of the budget {:e}",
+            unit.delta(),
+            budget.remaining_delta(f),
+            budget.delta
+        ),
+    };
+    Rejection {
+        mu_after,
+        delta_after,
+        mu_budget: budget.mu,
+        delta_budget: budget.delta,
+        mu_spent: f.mu(),
+        delta_spent: f.delta(),
+        remaining_mu: budget.remaining_mu(f),
+        remaining_delta: budget.remaining_delta(f),
+        unit,
+        reason,
+    }
+}
+
+/// √x rounded up, `None` when not finite (for figures shown in a rejection).
+fn rounding_sqrt_up(x: f64) -> Option<f64> {
+    let r = x.sqrt() * (1.0 + 2.0 * f64::EPSILON);
+    r.is_finite().then_some(r)
 }
 
 impl Ledgers {
@@ -309,11 +461,90 @@ impl Ledgers {
         m.entry(id.to_owned()).or_default().clone()
     }
 
+    /// A dataset row, converted to the filter if it was written by schema version 1.
     async fn row(&self, id: &str) -> Result<DatasetRow, LedgerError> {
-        self.store
+        let row = self
+            .store
             .get_dataset(id)
             .await?
-            .ok_or_else(|| LedgerError::NotFound(id.to_owned()))
+            .ok_or_else(|| LedgerError::NotFound(id.to_owned()))?;
+        if row.mu_sq_spent.is_some() {
+            return Ok(row);
+        }
+        self.convert(row).await
+    }
+
+    /// Converts a version-1 ledger: every charge becomes a unit with its certificate (the δ rule of
+    /// new charges, at the dataset's budget), summed without gating — they happened. A ledger whose
+    /// old charges exceed the budget under the filter is then exhausted, which is the truth.
+    async fn convert(&self, row: DatasetRow) -> Result<DatasetRow, LedgerError> {
+        let lock = self.lock_for(&row.id);
+        let _guard = lock.lock().await;
+        let entries = self
+            .store
+            .list_entries(&row.id, Some("charge"), 0, i64::MAX)
+            .await?;
+        let (relation, h, budget) = (relation_of(&row), row.grid_step, budget_of(&row));
+        let id = row.id.clone();
+        let conversion = blocking(move || {
+            let (mut mu_sq, mut delta) = (0.0_f64, 0.0_f64);
+            let mut certificates = Vec::with_capacity(entries.len());
+            for e in &entries {
+                let path = crate::accountant::json::JsonPath::root().field("event");
+                let ev = e
+                    .event
+                    .as_deref()
+                    .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                    .ok_or_else(|| {
+                        LedgerError::Corrupt(
+                            id.clone(),
+                            format!("charge {}: event unreadable", e.seq),
+                        )
+                    })?;
+                let ev = input::parse_event(&ev, &path).map_err(|x| {
+                    LedgerError::Corrupt(id.clone(), format!("charge {}: {x}", e.seq))
+                })?;
+                let c =
+                    certify(&ev, relation, h, unit_delta(&budget, None), &path).map_err(|x| {
+                        LedgerError::Corrupt(id.clone(), format!("charge {}: {x}", e.seq))
+                    })?[0];
+                mu_sq = crate::accountant::rounding::add_up(
+                    mu_sq,
+                    crate::accountant::rounding::mul_up(c.mu(), c.mu()),
+                );
+                delta = crate::accountant::rounding::add_up(delta, c.delta());
+                certificates.push((e.seq, c.mu(), c.delta()));
+            }
+            let f = FilterState::from_stored(
+                mu_sq,
+                delta.min(1.0 - f64::EPSILON),
+                certificates.len() as i64,
+            )
+            .map_err(|x| LedgerError::Corrupt(id.clone(), x))?;
+            Ok(Conversion {
+                mu_spent: f.mu(),
+                mu_sq_spent: f.mu_sq(),
+                delta_spent: f.delta(),
+                units: f.units(),
+                certificates,
+            })
+        })
+        .await?;
+        match self.store.convert(&row.id, row.version, &conversion).await {
+            // Someone else converted it (or appended) meanwhile: read what is there now.
+            Ok(()) | Err(StoreError::VersionConflict) => {}
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!(dataset_id = %row.id, units = conversion.units, "converted a version-1 ledger to the adaptive filter");
+        let row = self
+            .store
+            .get_dataset(&row.id)
+            .await?
+            .ok_or_else(|| LedgerError::NotFound(row.id.clone()))?;
+        if row.mu_sq_spent.is_none() {
+            return Err(LedgerError::Busy);
+        }
+        Ok(row)
     }
 
     /// The composed state at `row.version` (from the cache when it is current).
@@ -328,10 +559,9 @@ impl Ledgers {
             .get_state(&row.id)
             .await?
             .ok_or_else(|| LedgerError::NotFound(row.id.clone()))?;
-        let c = Arc::new(
-            Composition::from_bytes(&bytes)
-                .map_err(|e| LedgerError::Internal(format!("stored state unreadable: {e}")))?,
-        );
+        let c = Arc::new(Composition::from_bytes(&bytes).map_err(|e| {
+            LedgerError::Corrupt(row.id.clone(), format!("composition state: {e}"))
+        })?);
         self.remember(&row.id, version, c.clone());
         Ok(c)
     }
@@ -358,6 +588,7 @@ impl Ledgers {
     /// Creates a dataset with an empty ledger.
     pub async fn create_dataset(&self, d: NewDataset) -> Result<DatasetView, LedgerError> {
         let ts = now();
+        let f = FilterState::empty();
         let row = DatasetRow {
             id: d.id.clone(),
             description: d.description,
@@ -368,13 +599,16 @@ impl Ledgers {
             version: 0,
             charges: 0,
             mu_spent: 0.0,
-            mu_spent_lower: 0.0,
+            mu_sq_spent: Some(0.0),
+            delta_spent: Some(0.0),
+            units: Some(0),
+            exact_mu: Some(0.0),
             created_at: ts.clone(),
             updated_at: ts,
         };
         let state = Composition::new(d.neighboring_relation, d.grid_step).to_bytes();
         match self.store.create_dataset(&row, &state).await {
-            Ok(()) => Ok(view(&row)),
+            Ok(()) => Ok(view(&row, &f)),
             Err(StoreError::AlreadyExists) => Err(LedgerError::AlreadyExists(d.id)),
             Err(e) => Err(e.into()),
         }
@@ -382,7 +616,8 @@ impl Ledgers {
 
     /// One dataset.
     pub async fn get_dataset(&self, id: &str) -> Result<DatasetView, LedgerError> {
-        Ok(view(&self.row(id).await?))
+        let row = self.row(id).await?;
+        Ok(view(&row, &filter_of(&row)?))
     }
 
     /// Datasets by id after `after`; returns the page and the cursor of the next one.
@@ -393,9 +628,17 @@ impl Ledgers {
     ) -> Result<(Vec<DatasetView>, Option<String>), LedgerError> {
         let rows = self.store.list_datasets(after, limit + 1).await?;
         let more = rows.len() as i64 > limit;
-        let items: Vec<DatasetView> = rows.iter().take(limit as usize).map(view).collect();
+        let mut items = Vec::with_capacity(rows.len());
+        for r in rows.into_iter().take(limit as usize) {
+            let r = if r.mu_sq_spent.is_some() {
+                r
+            } else {
+                self.convert(r).await?
+            };
+            items.push(view(&r, &filter_of(&r)?));
+        }
         let next = if more {
-            items.last().map(|d| d.id.clone())
+            items.last().map(|d: &DatasetView| d.id.clone())
         } else {
             None
         };
@@ -408,10 +651,12 @@ impl Ledgers {
         id: &str,
         budget: Budget,
     ) -> Result<DatasetView, LedgerError> {
+        self.row(id).await?;
         let lock = self.lock_for(id);
         let _guard = lock.lock().await;
         for _ in 0..MAX_ATTEMPTS {
             let row = self.row(id).await?;
+            let f = filter_of(&row)?;
             let ts = now();
             let entry = EntryRow {
                 seq: 0,
@@ -423,6 +668,8 @@ impl Ledgers {
                 idempotency_key: None,
                 request_hash: None,
                 mu_after: None,
+                unit_mu: None,
+                unit_delta: None,
                 budget_mu: Some(budget.mu),
                 budget_delta: Some(budget.delta),
                 response: None,
@@ -432,8 +679,11 @@ impl Ledgers {
                 budget_mu: budget.mu,
                 budget_delta: budget.delta,
                 charges: row.charges,
-                mu_spent: row.mu_spent,
-                mu_spent_lower: row.mu_spent_lower,
+                mu_spent: f.mu(),
+                mu_sq_spent: f.mu_sq(),
+                delta_spent: f.delta(),
+                units: f.units(),
+                exact_mu: row.exact_mu,
                 updated_at: ts,
             };
             match self
@@ -484,6 +734,8 @@ impl Ledgers {
     #[tracing::instrument(skip(self, req), fields(dataset_id = %id))]
     pub async fn charge(&self, id: &str, req: ChargeRequest) -> Result<ChargeOutcome, LedgerError> {
         let started = Instant::now();
+        // Converts a version-1 ledger first (under the same lock, so not inside it).
+        self.row(id).await?;
         let lock = self.lock_for(id);
         let _guard = lock.lock().await;
         let result = self.charge_locked(id, &req).await;
@@ -509,30 +761,34 @@ impl Ledgers {
                 return Ok(o);
             }
             let row = self.row(id).await?;
+            let filter = filter_of(&row)?;
             let base = self.state(&row).await?;
-            let budget = Budget {
-                mu: row.budget_mu,
-                delta: row.budget_delta,
+            let budget = budget_of(&row);
+            let (event, own) = (req.event.clone(), req.delta);
+            let g = blocking(move || gate_compute(base, event, budget, filter, own)).await?;
+            let (after, (state, exact_mu)) = match (g.admission, g.exact) {
+                (Admission::Admitted(after), Some(exact)) => (after, exact),
+                (Admission::Rejected(why), _) => {
+                    return Err(LedgerError::BudgetExceeded(Box::new(rejection(
+                        &budget, &filter, g.unit, why,
+                    ))))
+                }
+                (Admission::Admitted(_), None) => {
+                    return Err(LedgerError::Internal(
+                        "admitted without a composition".into(),
+                    ))
+                }
             };
-            let event = req.event.clone();
-            let g = blocking(move || gate_compute(base, event, budget, ReportOptions::default()))
-                .await?;
-            let admitted = matches!(g.mu_after, Some(m) if m <= budget.mu * (1.0 + GATE_TOLERANCE));
-            if !admitted {
-                return Err(LedgerError::BudgetExceeded(Box::new(Rejection {
-                    mu_after: g.mu_after,
-                    mu_budget: budget.mu,
-                    mu_spent: row.mu_spent,
-                    remaining_mu: remaining(budget.mu, row.mu_spent),
-                    reason: g.reason.unwrap_or_else(|| {
-                        format!(
-                            "mu after this charge ({}) exceeds the budget ({})",
-                            g.mu_after.unwrap_or(f64::INFINITY),
-                            budget.mu
-                        )
-                    }),
-                })));
-            }
+            let relation = relation_of(&row);
+            let report = blocking(move || {
+                Ok(filter_report(
+                    &after,
+                    &budget,
+                    relation,
+                    &ReportOptions::default(),
+                ))
+            })
+            .await?;
             let ts = now();
             let charge = ChargeView {
                 id: uuid::Uuid::new_v4().to_string(),
@@ -541,10 +797,11 @@ impl Ledgers {
                 label: req.label.clone(),
                 metadata: req.metadata.clone(),
                 idempotency_key: req.idempotency_key.clone(),
-                mu_after: g.mu_after,
+                unit: Some(g.unit),
+                mu_after: Some(after.mu()),
                 created_at: ts.clone(),
             };
-            let body = serde_json::json!({"charge": charge, "report": g.report});
+            let body = serde_json::json!({"charge": charge, "report": report});
             let entry = EntryRow {
                 seq: charge.seq,
                 kind: "charge".into(),
@@ -554,7 +811,9 @@ impl Ledgers {
                 metadata: charge.metadata.as_ref().map(Value::to_string),
                 idempotency_key: req.idempotency_key.clone(),
                 request_hash: Some(req.request_hash.clone()),
-                mu_after: g.mu_after,
+                mu_after: Some(after.mu()),
+                unit_mu: Some(g.unit.mu()),
+                unit_delta: Some(g.unit.delta()),
                 budget_mu: None,
                 budget_delta: None,
                 response: Some(body.to_string()),
@@ -564,11 +823,14 @@ impl Ledgers {
                 budget_mu: budget.mu,
                 budget_delta: budget.delta,
                 charges: row.charges + 1,
-                mu_spent: g.mu_after.unwrap_or(row.mu_spent),
-                mu_spent_lower: g.mu_lower.unwrap_or(row.mu_spent_lower),
+                mu_spent: after.mu(),
+                mu_sq_spent: after.mu_sq(),
+                delta_spent: after.delta(),
+                units: after.units(),
+                exact_mu,
                 updated_at: ts,
             };
-            let state = Arc::new(g.state);
+            let state = Arc::new(state);
             let bytes = state.to_bytes();
             match self
                 .store
@@ -594,21 +856,40 @@ impl Ledgers {
     /// What a charge would do, with nothing written.
     pub async fn preview(&self, id: &str, req: ChargeRequest) -> Result<Preview, LedgerError> {
         let row = self.row(id).await?;
+        let filter = filter_of(&row)?;
         let base = self.state(&row).await?;
-        let budget = Budget {
-            mu: row.budget_mu,
-            delta: row.budget_delta,
-        };
-        let g = blocking(move || gate_compute(base, req.event, budget, ReportOptions::default()))
-            .await?;
-        let admitted = matches!(g.mu_after, Some(m) if m <= budget.mu * (1.0 + GATE_TOLERANCE));
-        Ok(Preview {
-            admitted,
-            mu_after: g.mu_after,
-            mu_budget: budget.mu,
-            reason: g.reason,
-            report: g.report,
+        let budget = budget_of(&row);
+        let relation = relation_of(&row);
+        blocking(move || {
+            let g = gate_compute(base, req.event, budget, filter, req.delta)?;
+            let opts = ReportOptions::default();
+            Ok(match g.admission {
+                Admission::Admitted(after) => Preview {
+                    admitted: true,
+                    unit: g.unit,
+                    mu_after: Some(after.mu()),
+                    delta_after: after.delta(),
+                    mu_budget: budget.mu,
+                    delta_budget: budget.delta,
+                    reason: None,
+                    report: filter_report(&after, &budget, relation, &opts),
+                },
+                Admission::Rejected(why) => {
+                    let r = rejection(&budget, &filter, g.unit, why);
+                    Preview {
+                        admitted: false,
+                        unit: g.unit,
+                        mu_after: r.mu_after,
+                        delta_after: r.delta_after,
+                        mu_budget: budget.mu,
+                        delta_budget: budget.delta,
+                        reason: Some(r.reason),
+                        report: filter_report(&filter, &budget, relation, &opts),
+                    }
+                }
+            })
         })
+        .await
     }
 
     /// Ledger entries (charges and budget changes) with seq > `after`, in order.
@@ -643,36 +924,57 @@ impl Ledgers {
         Ok((items, next))
     }
 
-    /// The report of a dataset's ledger.
-    pub async fn report(&self, id: &str, opts: ReportOptions) -> Result<Report, LedgerError> {
+    /// The report of a dataset: the filter's guarantee, with the exact composition beside it.
+    pub async fn report(
+        &self,
+        id: &str,
+        opts: ReportOptions,
+    ) -> Result<DatasetReport, LedgerError> {
         let row = self.row(id).await?;
+        let filter = filter_of(&row)?;
         let state = self.state(&row).await?;
-        let opts = ReportOptions {
-            delta_slack: row.budget_delta,
-            ..opts
-        };
+        let budget = budget_of(&row);
+        let relation = relation_of(&row);
         blocking(move || {
-            let g = state.guarantee()?;
-            Ok(Report::build(
-                g.as_ref(),
-                state.relation(),
-                state.invocations(),
-                &opts,
-            ))
+            let report = filter_report(&filter, &budget, relation, &opts);
+            let exact_opts = ReportOptions {
+                delta_slack: budget.delta,
+                ..opts
+            };
+            let exact = state.guarantee().ok().map(|g| ExactComposition {
+                valid_only_if: EXACT_ONLY_IF,
+                report: Report::build(g.as_ref(), relation, state.invocations(), &exact_opts),
+            });
+            Ok(DatasetReport {
+                report,
+                mu_spent: filter.mu(),
+                delta_spent: filter.delta(),
+                units: filter.units(),
+                exact_composition: exact,
+            })
         })
         .await
     }
 
-    /// Calibrates one free parameter of an event against the dataset's budget (what still fits).
+    /// Calibrates one free parameter of a unit so that its certificate fits what remains of the
+    /// dataset's filter: μ ≤ the remaining μ at the unit's δ (its own, or the default δ_B/1000; 0 for
+    /// Gaussian-type units, which the calibration's exact engine handles at any slack).
     pub async fn calibrate(
         &self,
         id: &str,
         req: input::CalibrateRequest,
     ) -> Result<Calibrated, LedgerError> {
         let row = self.row(id).await?;
-        let base = self.state(&row).await?;
-        let (mu, slack) = (row.budget_mu, row.budget_delta);
-        blocking(move || calibrated(&base, &req, mu, slack)).await
+        let filter = filter_of(&row)?;
+        let budget = budget_of(&row);
+        let target = budget.remaining_mu(&filter);
+        let slack = budget.delta / DEFAULT_UNITS_PER_DELTA;
+        let (relation, h) = (relation_of(&row), row.grid_step);
+        blocking(move || {
+            let base = Composition::new(relation, h);
+            calibrated(&base, &req, target, slack)
+        })
+        .await
     }
 
     /// Calibrates one free parameter of an event against a μ target, on an empty ledger.

@@ -6,6 +6,33 @@
 //! equals the version the caller gated on (compare-and-swap), inserts the entry (unique on
 //! `(dataset_id, idempotency_key)`), and stores the new composed state. A charge is acknowledged only
 //! after that transaction commits.
+//!
+//! # Schema versions
+//! Both stores keep `schema_version` and apply [`MIGRATIONS`] in order on start (a fresh database
+//! gets the version-1 tables, then every migration, so it ends identical to a migrated one).
+//! Version 2 adds the adaptive filter's state: `datasets.mu_sq_spent`, `delta_spent`, `units`,
+//! `exact_mu` and `entries.unit_mu`, `unit_delta` (NULL on rows written by version 1 until the ledger
+//! converts them; `mu_spent_lower` is no longer read).
+
+/// Schema migrations after version 1, as (version, statements); the SQL is portable between
+/// SQLite and PostgreSQL (`REAL` is `float4` in PostgreSQL, so `DOUBLE PRECISION` is spelt out
+/// per store by [`migration_sql`]).
+pub const MIGRATIONS: &[(i64, &[&str])] = &[(
+    2,
+    &[
+        "ALTER TABLE datasets ADD COLUMN mu_sq_spent {F}",
+        "ALTER TABLE datasets ADD COLUMN delta_spent {F}",
+        "ALTER TABLE datasets ADD COLUMN units {I}",
+        "ALTER TABLE datasets ADD COLUMN exact_mu {F}",
+        "ALTER TABLE entries ADD COLUMN unit_mu {F}",
+        "ALTER TABLE entries ADD COLUMN unit_delta {F}",
+    ],
+)];
+
+/// A migration statement with the store's float and integer type names.
+pub fn migration_sql(stmt: &str, float: &str, int: &str) -> String {
+    stmt.replace("{F}", float).replace("{I}", int)
+}
 
 pub mod postgres;
 pub mod sqlite;
@@ -24,8 +51,15 @@ pub struct DatasetRow {
     /// Number of ledger entries (charges and budget changes): the compare-and-swap token.
     pub version: i64,
     pub charges: i64,
+    /// μ spent under the filter, √Σμᵢ² (rounded up).
     pub mu_spent: f64,
-    pub mu_spent_lower: f64,
+    /// Filter state: Σμᵢ², Σδᵢ and the unit count; `None` for a ledger written before the filter
+    /// (schema version 1), which the ledger converts on first use.
+    pub mu_sq_spent: Option<f64>,
+    pub delta_spent: Option<f64>,
+    pub units: Option<i64>,
+    /// μ (upper) of the exact composition of all charges, for display only.
+    pub exact_mu: Option<f64>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -42,6 +76,9 @@ pub struct EntryRow {
     pub idempotency_key: Option<String>,
     pub request_hash: Option<String>,
     pub mu_after: Option<f64>,
+    /// The unit's certificate (μᵢ, δᵢ) (charges only; `None` for charges not yet converted).
+    pub unit_mu: Option<f64>,
+    pub unit_delta: Option<f64>,
     pub budget_mu: Option<f64>,
     pub budget_delta: Option<f64>,
     /// The stored outcome (for idempotent replays of charges).
@@ -56,8 +93,22 @@ pub struct DatasetUpdate {
     pub budget_delta: f64,
     pub charges: i64,
     pub mu_spent: f64,
-    pub mu_spent_lower: f64,
+    pub mu_sq_spent: f64,
+    pub delta_spent: f64,
+    pub units: i64,
+    pub exact_mu: Option<f64>,
     pub updated_at: String,
+}
+
+/// The filter state written when a version-1 ledger is converted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversion {
+    pub mu_spent: f64,
+    pub mu_sq_spent: f64,
+    pub delta_spent: f64,
+    pub units: i64,
+    /// (seq, μᵢ, δᵢ) of every charge.
+    pub certificates: Vec<(i64, f64, f64)>,
 }
 
 /// Storage failures, HTTP-agnostic.
@@ -119,6 +170,14 @@ pub trait Store: Send + Sync {
         update: &DatasetUpdate,
         state: Option<&[u8]>,
     ) -> Result<i64, StoreError>;
+    /// Writes the filter state of a version-1 ledger, once: only if the dataset is still at
+    /// `expected_version` and has no filter state yet (else [`StoreError::VersionConflict`]).
+    async fn convert(
+        &self,
+        id: &str,
+        expected_version: i64,
+        conversion: &Conversion,
+    ) -> Result<(), StoreError>;
     /// Whether the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
 }

@@ -8,7 +8,9 @@
 //! failures surface as [`StoreError::Unavailable`] quickly (short acquire timeout); the pool
 //! reconnects by itself when the database is back.
 
-use super::{DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
+use super::{
+    migration_sql, Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError, MIGRATIONS,
+};
 use async_trait::async_trait;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::Row;
@@ -87,6 +89,9 @@ impl PostgresStore {
                 break;
             }
         }
+        if result.is_ok() {
+            result = migrate(&mut conn).await;
+        }
         let _ = sqlx::query("SELECT pg_advisory_unlock($1)")
             .bind(MIGRATION_LOCK)
             .execute(&mut *conn)
@@ -94,6 +99,41 @@ impl PostgresStore {
         result?;
         Ok(PostgresStore { pool })
     }
+}
+
+/// Applies [`MIGRATIONS`] beyond the recorded schema version, each in one transaction (the caller
+/// holds the migration advisory lock, so replicas starting together migrate once).
+async fn migrate(conn: &mut sqlx::PgConnection) -> Result<(), StoreError> {
+    use sqlx::Connection;
+    for (version, stmts) in MIGRATIONS {
+        let mut tx = conn.begin().await.map_err(unavailable)?;
+        let current: Option<i32> = sqlx::query_scalar("SELECT MAX(version) FROM schema_version")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        if i64::from(current.unwrap_or(1)) >= *version {
+            continue;
+        }
+        for stmt in *stmts {
+            sqlx::query(&migration_sql(stmt, "DOUBLE PRECISION", "BIGINT"))
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| {
+                    StoreError::Unavailable(format!("schema migration to version {version}: {e}"))
+                })?;
+        }
+        sqlx::query("DELETE FROM schema_version")
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        sqlx::query("INSERT INTO schema_version (version) VALUES ($1)")
+            .bind(*version as i32)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+    }
+    Ok(())
 }
 
 fn dataset_from_row(r: &PgRow) -> DatasetRow {
@@ -107,7 +147,10 @@ fn dataset_from_row(r: &PgRow) -> DatasetRow {
         version: r.get("version"),
         charges: r.get("charges"),
         mu_spent: r.get("mu_spent"),
-        mu_spent_lower: r.get("mu_spent_lower"),
+        mu_sq_spent: r.get("mu_sq_spent"),
+        delta_spent: r.get("delta_spent"),
+        units: r.get("units"),
+        exact_mu: r.get("exact_mu"),
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),
     }
@@ -124,6 +167,8 @@ fn entry_from_row(r: &PgRow) -> EntryRow {
         idempotency_key: r.get("idempotency_key"),
         request_hash: r.get("request_hash"),
         mu_after: r.get("mu_after"),
+        unit_mu: r.get("unit_mu"),
+        unit_delta: r.get("unit_delta"),
         budget_mu: r.get("budget_mu"),
         budget_delta: r.get("budget_delta"),
         response: r.get("response"),
@@ -132,9 +177,10 @@ fn entry_from_row(r: &PgRow) -> EntryRow {
 }
 
 const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu, budget_delta, \
-    grid_step, version, charges, mu_spent, mu_spent_lower, created_at, updated_at";
+    grid_step, version, charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, created_at, \
+    updated_at";
 const ENTRY_COLUMNS: &str = "seq, kind, charge_id, event, label, metadata, idempotency_key, \
-    request_hash, mu_after, budget_mu, budget_delta, response, created_at";
+    request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, response, created_at";
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
@@ -145,8 +191,9 @@ impl Store for PostgresStore {
     async fn create_dataset(&self, row: &DatasetRow, state: &[u8]) -> Result<(), StoreError> {
         let res = sqlx::query(
             "INSERT INTO datasets (id, description, neighboring_relation, budget_mu, budget_delta, \
-             grid_step, version, charges, mu_spent, mu_spent_lower, state, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+             grid_step, version, charges, mu_spent, mu_spent_lower, mu_sq_spent, delta_spent, units, \
+             exact_mu, state, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
         )
         .bind(&row.id)
         .bind(&row.description)
@@ -157,7 +204,11 @@ impl Store for PostgresStore {
         .bind(row.version)
         .bind(row.charges)
         .bind(row.mu_spent)
-        .bind(row.mu_spent_lower)
+        .bind(row.mu_spent)
+        .bind(row.mu_sq_spent)
+        .bind(row.delta_spent)
+        .bind(row.units)
+        .bind(row.exact_mu)
         .bind(state)
         .bind(&row.created_at)
         .bind(&row.updated_at)
@@ -252,14 +303,19 @@ impl Store for PostgresStore {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let res = sqlx::query(
             "UPDATE datasets SET version = version + 1, budget_mu = $1, budget_delta = $2, \
-             charges = $3, mu_spent = $4, mu_spent_lower = $5, state = COALESCE($6, state), \
-             updated_at = $7 WHERE id = $8 AND version = $9",
+             charges = $3, mu_spent = $4, mu_spent_lower = $5, mu_sq_spent = $6, delta_spent = $7, \
+             units = $8, exact_mu = $9, state = COALESCE($10, state), updated_at = $11 \
+             WHERE id = $12 AND version = $13",
         )
         .bind(update.budget_mu)
         .bind(update.budget_delta)
         .bind(update.charges)
         .bind(update.mu_spent)
-        .bind(update.mu_spent_lower)
+        .bind(update.mu_spent)
+        .bind(update.mu_sq_spent)
+        .bind(update.delta_spent)
+        .bind(update.units)
+        .bind(update.exact_mu)
         .bind(state)
         .bind(&update.updated_at)
         .bind(id)
@@ -282,8 +338,9 @@ impl Store for PostgresStore {
         let seq = expected_version + 1;
         let ins = sqlx::query(
             "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
-             idempotency_key, request_hash, mu_after, budget_mu, budget_delta, response, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+             idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, \
+             response, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
         )
         .bind(id)
         .bind(seq)
@@ -295,6 +352,8 @@ impl Store for PostgresStore {
         .bind(&entry.idempotency_key)
         .bind(&entry.request_hash)
         .bind(entry.mu_after)
+        .bind(entry.unit_mu)
+        .bind(entry.unit_delta)
         .bind(entry.budget_mu)
         .bind(entry.budget_delta)
         .bind(&entry.response)
@@ -308,6 +367,44 @@ impl Store for PostgresStore {
         }
         tx.commit().await.map_err(unavailable)?;
         Ok(seq)
+    }
+
+    async fn convert(
+        &self,
+        id: &str,
+        expected_version: i64,
+        c: &Conversion,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let res = sqlx::query(
+            "UPDATE datasets SET mu_spent = $1, mu_spent_lower = $1, mu_sq_spent = $2, \
+             delta_spent = $3, units = $4 WHERE id = $5 AND version = $6 AND mu_sq_spent IS NULL",
+        )
+        .bind(c.mu_spent)
+        .bind(c.mu_sq_spent)
+        .bind(c.delta_spent)
+        .bind(c.units)
+        .bind(id)
+        .bind(expected_version)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        if res.rows_affected() == 0 {
+            return Err(StoreError::VersionConflict);
+        }
+        for (seq, mu, delta) in &c.certificates {
+            sqlx::query(
+                "UPDATE entries SET unit_mu = $1, unit_delta = $2 WHERE dataset_id = $3 AND seq = $4",
+            )
+            .bind(mu)
+            .bind(delta)
+            .bind(id)
+            .bind(seq)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        }
+        tx.commit().await.map_err(unavailable)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

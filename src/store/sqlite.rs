@@ -4,7 +4,9 @@
 //! on disk and survives a crash of the process (or of the machine). Writers serialise on SQLite's
 //! write lock; `busy_timeout` makes concurrent writers wait instead of failing.
 
-use super::{DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
+use super::{
+    migration_sql, Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError, MIGRATIONS,
+};
 use async_trait::async_trait;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
@@ -98,8 +100,52 @@ impl SqliteStore {
                 .await
                 .map_err(unavailable)?;
         }
+        migrate(&pool).await?;
         Ok(SqliteStore { pool })
     }
+}
+
+/// Applies [`MIGRATIONS`] beyond the recorded schema version, each in one transaction (`BEGIN
+/// IMMEDIATE`: another process opening the same file waits, then sees the new version).
+async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
+    for (version, stmts) in MIGRATIONS {
+        let mut conn = pool.acquire().await.map_err(unavailable)?;
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *conn)
+            .await
+            .map_err(unavailable)?;
+        let run = async {
+            let current: Option<i64> =
+                sqlx::query_scalar("SELECT MAX(version) FROM schema_version")
+                    .fetch_one(&mut *conn)
+                    .await?;
+            if current.unwrap_or(1) < *version {
+                for stmt in *stmts {
+                    sqlx::query(&migration_sql(stmt, "REAL", "INTEGER"))
+                        .execute(&mut *conn)
+                        .await?;
+                }
+                sqlx::query("DELETE FROM schema_version")
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query("INSERT INTO schema_version (version) VALUES (?)")
+                    .bind(version)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            Ok::<(), sqlx::Error>(())
+        }
+        .await;
+        let end = if run.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        sqlx::query(end)
+            .execute(&mut *conn)
+            .await
+            .map_err(unavailable)?;
+        run.map_err(|e| {
+            StoreError::Unavailable(format!("schema migration to version {version}: {e}"))
+        })?;
+    }
+    Ok(())
 }
 
 pub(crate) fn dataset_from_row(r: &SqliteRow) -> DatasetRow {
@@ -113,7 +159,10 @@ pub(crate) fn dataset_from_row(r: &SqliteRow) -> DatasetRow {
         version: r.get("version"),
         charges: r.get("charges"),
         mu_spent: r.get("mu_spent"),
-        mu_spent_lower: r.get("mu_spent_lower"),
+        mu_sq_spent: r.get("mu_sq_spent"),
+        delta_spent: r.get("delta_spent"),
+        units: r.get("units"),
+        exact_mu: r.get("exact_mu"),
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),
     }
@@ -130,6 +179,8 @@ fn entry_from_row(r: &SqliteRow) -> EntryRow {
         idempotency_key: r.get("idempotency_key"),
         request_hash: r.get("request_hash"),
         mu_after: r.get("mu_after"),
+        unit_mu: r.get("unit_mu"),
+        unit_delta: r.get("unit_delta"),
         budget_mu: r.get("budget_mu"),
         budget_delta: r.get("budget_delta"),
         response: r.get("response"),
@@ -138,9 +189,10 @@ fn entry_from_row(r: &SqliteRow) -> EntryRow {
 }
 
 const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu, budget_delta, \
-    grid_step, version, charges, mu_spent, mu_spent_lower, created_at, updated_at";
+    grid_step, version, charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, created_at, \
+    updated_at";
 const ENTRY_COLUMNS: &str = "seq, kind, charge_id, event, label, metadata, idempotency_key, \
-    request_hash, mu_after, budget_mu, budget_delta, response, created_at";
+    request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, response, created_at";
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
@@ -151,8 +203,9 @@ impl Store for SqliteStore {
     async fn create_dataset(&self, row: &DatasetRow, state: &[u8]) -> Result<(), StoreError> {
         let res = sqlx::query(
             "INSERT INTO datasets (id, description, neighboring_relation, budget_mu, budget_delta, \
-             grid_step, version, charges, mu_spent, mu_spent_lower, state, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             grid_step, version, charges, mu_spent, mu_spent_lower, mu_sq_spent, delta_spent, units, \
+             exact_mu, state, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&row.id)
         .bind(&row.description)
@@ -163,7 +216,11 @@ impl Store for SqliteStore {
         .bind(row.version)
         .bind(row.charges)
         .bind(row.mu_spent)
-        .bind(row.mu_spent_lower)
+        .bind(row.mu_spent)
+        .bind(row.mu_sq_spent)
+        .bind(row.delta_spent)
+        .bind(row.units)
+        .bind(row.exact_mu)
         .bind(state)
         .bind(&row.created_at)
         .bind(&row.updated_at)
@@ -257,14 +314,19 @@ impl Store for SqliteStore {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let res = sqlx::query(
             "UPDATE datasets SET version = version + 1, budget_mu = ?, budget_delta = ?, \
-             charges = ?, mu_spent = ?, mu_spent_lower = ?, state = COALESCE(?, state), \
-             updated_at = ? WHERE id = ? AND version = ?",
+             charges = ?, mu_spent = ?, mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, \
+             units = ?, exact_mu = ?, state = COALESCE(?, state), updated_at = ? \
+             WHERE id = ? AND version = ?",
         )
         .bind(update.budget_mu)
         .bind(update.budget_delta)
         .bind(update.charges)
         .bind(update.mu_spent)
-        .bind(update.mu_spent_lower)
+        .bind(update.mu_spent)
+        .bind(update.mu_sq_spent)
+        .bind(update.delta_spent)
+        .bind(update.units)
+        .bind(update.exact_mu)
         .bind(state)
         .bind(&update.updated_at)
         .bind(id)
@@ -287,8 +349,9 @@ impl Store for SqliteStore {
         let seq = expected_version + 1;
         let ins = sqlx::query(
             "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
-             idempotency_key, request_hash, mu_after, budget_mu, budget_delta, response, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, \
+             response, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(id)
         .bind(seq)
@@ -300,6 +363,8 @@ impl Store for SqliteStore {
         .bind(&entry.idempotency_key)
         .bind(&entry.request_hash)
         .bind(entry.mu_after)
+        .bind(entry.unit_mu)
+        .bind(entry.unit_delta)
         .bind(entry.budget_mu)
         .bind(entry.budget_delta)
         .bind(&entry.response)
@@ -313,6 +378,45 @@ impl Store for SqliteStore {
         }
         tx.commit().await.map_err(unavailable)?;
         Ok(seq)
+    }
+
+    async fn convert(
+        &self,
+        id: &str,
+        expected_version: i64,
+        c: &Conversion,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let res = sqlx::query(
+            "UPDATE datasets SET mu_spent = ?, mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, \
+             units = ? WHERE id = ? AND version = ? AND mu_sq_spent IS NULL",
+        )
+        .bind(c.mu_spent)
+        .bind(c.mu_spent)
+        .bind(c.mu_sq_spent)
+        .bind(c.delta_spent)
+        .bind(c.units)
+        .bind(id)
+        .bind(expected_version)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        if res.rows_affected() == 0 {
+            return Err(StoreError::VersionConflict);
+        }
+        for (seq, mu, delta) in &c.certificates {
+            sqlx::query(
+                "UPDATE entries SET unit_mu = ?, unit_delta = ? WHERE dataset_id = ? AND seq = ?",
+            )
+            .bind(mu)
+            .bind(delta)
+            .bind(id)
+            .bind(seq)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        }
+        tx.commit().await.map_err(unavailable)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

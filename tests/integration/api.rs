@@ -45,6 +45,11 @@ async fn spawn_app_with(limits: Limits) -> TestApp {
 }
 
 impl TestApp {
+    /// An app over a router built by the caller (its temporary directory is removed on drop).
+    pub fn from_router(router: Router, dir: PathBuf) -> Self {
+        TestApp { router, dir }
+    }
+
     pub async fn call(
         &self,
         method: &str,
@@ -234,8 +239,14 @@ async fn a_charge_within_budget_is_admitted_with_its_report() {
     assert_eq!(b["charge"]["seq"], 1);
     assert_eq!(b["charge"]["label"], "q1");
     assert_eq!(b["charge"]["metadata"]["team"], "x");
+    // The unit's certificate is exact (σ = 2: μ = 0.5, δ = 0); the report is the filter's
+    // guarantee, the budget's μ = 1 (with the gate's 1e-9 tolerance).
+    assert_eq!(b["charge"]["unit"], json!({"mu": 0.5, "delta": 0.0}));
+    // √Σμᵢ² is rounded up (a correctly rounded square root may be below the exact one).
+    let after = b["charge"]["mu_after"].as_f64().unwrap();
+    assert!((0.5..0.5 + 1e-15).contains(&after), "{after}");
     let mu = b["report"]["mu"]["upper"].as_f64().unwrap();
-    assert!((mu - 0.5).abs() < 1e-12, "{mu}");
+    assert!((mu - 1.0).abs() < 2e-9, "{mu}");
     assert_eq!(b["report"]["method"], "analytic");
     let (_, d) = app.get("/v1/datasets/d").await;
     assert_eq!(d["charges"], 1);
@@ -273,9 +284,10 @@ async fn charges_with_no_finite_mu_within_the_slack_are_rejected_with_a_reason()
             json!({"event": {"type": "epsilon_delta", "epsilon": 1.0, "delta": 1e-6}}),
         )
         .await;
+    // The box's certificate is (μ(1), 1e-6): its δ does not fit the budget's δ = 1e-10.
     assert_eq!(s, StatusCode::CONFLICT);
-    assert!(b["mu_after"].is_null());
-    assert!(b["message"].as_str().unwrap().contains("unbounded"), "{b}");
+    assert_eq!(b["unit"]["delta"], 1e-6, "{b}");
+    assert!(b["message"].as_str().unwrap().contains("delta"), "{b}");
 }
 
 #[tokio::test]
@@ -421,6 +433,15 @@ async fn the_report_answers_at_the_requested_points() {
         .get("/v1/datasets/d/report?deltas=1e-5,1e-6&epsilons=1&alphas=0.05")
         .await;
     assert_eq!(s, StatusCode::OK, "{r}");
+    // The filter's guarantee is the budget's (μ = 5); the exact composition of the one charge is
+    // beside it, labelled, at the requested points.
+    assert!(
+        (r["mu"]["upper"].as_f64().unwrap() - 5.0).abs() < 1e-8,
+        "{}",
+        r["mu"]
+    );
+    assert!((r["mu_spent"].as_f64().unwrap() - 1.0).abs() < 1e-15);
+    let r = &r["exact_composition"]["report"];
     let e = r["epsilon"][0]["epsilon"].as_f64().unwrap();
     assert!((e / 4.377_178_095_68 - 1.0).abs() < 1e-9, "{e}");
     let d = r["delta"][0]["delta"].as_f64().unwrap();
@@ -571,7 +592,9 @@ async fn charges_accept_dp_accounting_serialised_events() {
         .await;
     assert_eq!(s, StatusCode::CREATED, "{b}");
     assert_eq!(b["charge"]["event"]["type"], "self_composed");
-    assert_eq!(b["report"]["method"], "pld");
+    // A subsampled run needs δ: the default δ_B/1000 = 1e-13.
+    assert_eq!(b["charge"]["unit"]["delta"], 1e-13, "{b}");
+    assert!(b["charge"]["unit"]["mu"].as_f64().unwrap() < 5.0);
     let bad = json!({"class_name": "PoissonSampledDpEvent", "sampling_probability": 3,
                      "event": {"class_name": "GaussianDpEvent", "noise_multiplier": 1}});
     let (s, b) = app

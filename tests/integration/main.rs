@@ -4,6 +4,7 @@ mod accuracy;
 mod api;
 mod cli;
 mod crash;
+mod filter;
 mod gdp_extremes;
 mod pld;
 mod properties;

@@ -22,7 +22,10 @@ fn dataset(id: &str) -> DatasetRow {
         version: 0,
         charges: 0,
         mu_spent: 0.0,
-        mu_spent_lower: 0.0,
+        mu_sq_spent: Some(0.0),
+        delta_spent: Some(0.0),
+        units: Some(0),
+        exact_mu: Some(0.0),
         created_at: "2026-01-01T00:00:00.000Z".into(),
         updated_at: "2026-01-01T00:00:00.000Z".into(),
     }
@@ -39,6 +42,8 @@ fn entry(key: Option<&str>) -> EntryRow {
         idempotency_key: key.map(str::to_owned),
         request_hash: Some("h".into()),
         mu_after: Some(0.1),
+        unit_mu: Some(0.1),
+        unit_delta: Some(0.0),
         budget_mu: None,
         budget_delta: None,
         response: Some("{}".into()),
@@ -52,7 +57,10 @@ fn update(charges: i64, mu: f64) -> DatasetUpdate {
         budget_delta: 1e-10,
         charges,
         mu_spent: mu,
-        mu_spent_lower: mu,
+        mu_sq_spent: mu * mu,
+        delta_spent: 0.0,
+        units: charges,
+        exact_mu: Some(mu),
         updated_at: "2026-01-01T00:00:01.000Z".into(),
     }
 }

@@ -1,0 +1,254 @@
+//! The gate: a μ-GDP privacy filter over units (the one place its rule is written).
+//!
+//! Callers choose each next charge after seeing earlier results, so the exact composition of the
+//! admitted charges is not a valid stopping rule (Tran, Koskela, Räisä & Honkela, "f-Differential
+//! Privacy Filters: Validity and Approximate Solutions", 2026). The gate admits unit k, with
+//! certificate (μₖ, δₖ) (see [`crate::accountant::certificate`]), iff
+//! ```text
+//! Σ_{i≤k} μᵢ² ≤ μ_B²   and   Σ_{i≤k} δᵢ ≤ δ_B
+//! ```
+//! Smith & Thakurta ("Fully adaptive composition for Gaussian differential privacy", 2022) prove the
+//! first is a valid filter for μ-GDP; the δ parts add by a union bound over the units' "reveal"
+//! events. The whole interaction is then G_{μ_B} ⊗ f_{0,δ_B}-DP. The argument is written out in
+//! `docs/filter.md`.
+//!
+//! What is *spent* (√Σμᵢ², Σδᵢ along the path that happened) is budget use, not a guarantee: it
+//! depends on the outputs, and a path's spent μ can be below the interaction's true μ (the review in
+//! `docs/filter.md` has an example). The guarantee reported is the budget's, [`Budget::guarantee`].
+//!
+//! # Rounding
+//! Both sums are rounded up as they grow (each μᵢ² and each addition), so the stored sums are never
+//! below the exact ones. The comparison allows [`GATE_TOLERANCE`] relative: a Gaussian charge of
+//! exactly the remaining μ must fit despite the rounding; the reported guarantee is always the
+//! stored sums, so the slack is visible, never hidden.
+
+use super::input::Budget;
+use crate::accountant::certificate::{Certificate, FilterGuarantee};
+use crate::accountant::rounding;
+
+/// Relative tolerance of the budget comparisons: admit iff √Σμᵢ² ≤ μ_B·(1 + 1e-9) and
+/// Σδᵢ ≤ δ_B·(1 + 1e-9). Far below any privacy-relevant difference; the guarantee reported is the
+/// stored sums themselves.
+pub const GATE_TOLERANCE: f64 = 1e-9;
+
+/// The filter's running state for one dataset: Σμᵢ² and Σδᵢ (both rounded up) and the unit count.
+/// Only [`FilterState::empty`], [`FilterState::from_stored`] and [`Budget::admits`] make one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FilterState {
+    mu_sq: f64,
+    delta: f64,
+    units: i64,
+}
+
+/// The outcome of [`Budget::admits`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Admission {
+    /// Admitted; the state after the unit.
+    Admitted(FilterState),
+    /// Rejected: which part of the budget would be exceeded.
+    Rejected(Exceeded),
+}
+
+/// Which part of the budget a unit would exceed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exceeded {
+    Mu,
+    Delta,
+}
+
+impl FilterState {
+    /// No unit yet.
+    pub fn empty() -> Self {
+        FilterState {
+            mu_sq: 0.0,
+            delta: 0.0,
+            units: 0,
+        }
+    }
+
+    /// A state read back from the store, checked: finite, non-negative, δ < 1. A state that fails
+    /// is corrupt and must stop the dataset (never read as 0, which would make charges free).
+    pub fn from_stored(mu_sq: f64, delta: f64, units: i64) -> Result<Self, String> {
+        if !(mu_sq.is_finite() && mu_sq >= 0.0) {
+            return Err(format!("filter state: sum of mu_i^2 is {mu_sq}"));
+        }
+        if !(delta.is_finite() && (0.0..1.0).contains(&delta)) {
+            return Err(format!("filter state: sum of delta_i is {delta}"));
+        }
+        if units < 0 || (units == 0 && (mu_sq > 0.0 || delta > 0.0)) {
+            return Err(format!(
+                "filter state: {units} units with spending {mu_sq}, {delta}"
+            ));
+        }
+        Ok(FilterState {
+            mu_sq,
+            delta,
+            units,
+        })
+    }
+
+    /// Σμᵢ² (rounded up).
+    pub fn mu_sq(&self) -> f64 {
+        self.mu_sq
+    }
+    /// μ spent: √Σμᵢ², rounded up.
+    pub fn mu(&self) -> f64 {
+        rounding::up(self.mu_sq.sqrt(), rounding::U)
+    }
+    /// δ spent: Σδᵢ (rounded up).
+    pub fn delta(&self) -> f64 {
+        self.delta
+    }
+    /// Units admitted.
+    pub fn units(&self) -> i64 {
+        self.units
+    }
+}
+
+impl Budget {
+    /// The guarantee of the whole adaptive interaction, however it goes on: G_μ ⊗ f_{0,δ} at the
+    /// budget as the gate enforces it (with [`GATE_TOLERANCE`]), or at what was spent if that is
+    /// larger (a budget lowered below the spending, or a converted version-1 ledger).
+    pub fn guarantee(&self, s: &FilterState) -> FilterGuarantee {
+        let mu = (self.mu * (1.0 + GATE_TOLERANCE)).max(s.mu());
+        let delta = (self.delta * (1.0 + GATE_TOLERANCE))
+            .max(s.delta)
+            .min(1.0 - f64::EPSILON);
+        FilterGuarantee::new(
+            Certificate::new(mu, delta).expect("a checked budget and state are finite"),
+        )
+    }
+
+    /// The largest μ the comparison accepts, μ_B·(1 + [`GATE_TOLERANCE`]).
+    fn mu_limit(&self) -> f64 {
+        self.mu * (1.0 + GATE_TOLERANCE)
+    }
+
+    /// The gate's rule (see the module docs): whether the unit with certificate `c` may follow the
+    /// units summarised in `s`, and the state after it.
+    pub fn admits(&self, s: &FilterState, c: &Certificate) -> Admission {
+        let limit = self.mu_limit();
+        // A unit above the whole budget is rejected before squaring (μ may be 1e200).
+        if c.mu() > limit {
+            return Admission::Rejected(Exceeded::Mu);
+        }
+        let mu_sq = rounding::add_up(s.mu_sq, rounding::mul_up(c.mu(), c.mu()));
+        let delta = rounding::add_up(s.delta, c.delta());
+        // μ_sq ≤ limit² ⟸ μ_sq ≤ limit² rounded down.
+        if mu_sq > rounding::mul_down(limit, limit) {
+            return Admission::Rejected(Exceeded::Mu);
+        }
+        if delta > self.delta * (1.0 + GATE_TOLERANCE) || delta >= 1.0 {
+            return Admission::Rejected(Exceeded::Delta);
+        }
+        Admission::Admitted(FilterState {
+            mu_sq,
+            delta,
+            units: s.units + 1,
+        })
+    }
+
+    /// The first of `candidates` (a unit's certificates in order of preference, non-empty) that
+    /// [`Budget::admits`]; else the rejection of the first.
+    pub fn admits_first(
+        &self,
+        s: &FilterState,
+        candidates: &[Certificate],
+    ) -> (Admission, Certificate) {
+        let first = (self.admits(s, &candidates[0]), candidates[0]);
+        if matches!(first.0, Admission::Admitted(_)) {
+            return first;
+        }
+        candidates[1..]
+            .iter()
+            .map(|c| (self.admits(s, c), *c))
+            .find(|(a, _)| matches!(a, Admission::Admitted(_)))
+            .unwrap_or(first)
+    }
+
+    /// √(μ_B² − Σμᵢ²): the largest μ a further unit can have (rounded down, so a Gaussian unit of
+    /// exactly this μ is admitted).
+    pub fn remaining_mu(&self, s: &FilterState) -> f64 {
+        let b2 = rounding::mul_down(self.mu, self.mu);
+        if s.mu_sq >= b2 {
+            return 0.0;
+        }
+        rounding::down(rounding::sub_down(b2, s.mu_sq).sqrt(), 2.0 * rounding::U).max(0.0)
+    }
+
+    /// δ_B − Σδᵢ (rounded down, at least 0).
+    pub fn remaining_delta(&self, s: &FilterState) -> f64 {
+        rounding::sub_down(self.delta, s.delta).max(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(mu: f64, delta: f64) -> Budget {
+        Budget { mu, delta }
+    }
+
+    #[test]
+    fn gaussian_units_fill_the_budget_exactly_in_quadrature() {
+        let b = budget(2.0, 1e-6);
+        let mut s = FilterState::empty();
+        for mu in [1.2, 1.6] {
+            match b.admits(&s, &Certificate::new(mu, 0.0).unwrap()) {
+                Admission::Admitted(n) => s = n,
+                r => panic!("{mu}: {r:?}"),
+            }
+        }
+        // 1.2² + 1.6² = 4: full.
+        assert!((s.mu() - 2.0).abs() < 1e-12);
+        assert_eq!(
+            b.admits(&s, &Certificate::new(1e-3, 0.0).unwrap()),
+            Admission::Rejected(Exceeded::Mu)
+        );
+        // The remaining μ is admitted exactly.
+        let s = match b.admits(&FilterState::empty(), &Certificate::new(1.2, 0.0).unwrap()) {
+            Admission::Admitted(n) => n,
+            r => panic!("{r:?}"),
+        };
+        let rest = b.remaining_mu(&s);
+        assert!((rest - 1.6).abs() < 1e-12);
+        assert!(matches!(
+            b.admits(&s, &Certificate::new(rest, 0.0).unwrap()),
+            Admission::Admitted(_)
+        ));
+    }
+
+    #[test]
+    fn delta_parts_add_up_to_the_budget() {
+        let b = budget(10.0, 1e-6);
+        let mut s = FilterState::empty();
+        for _ in 0..1000 {
+            match b.admits(&s, &Certificate::new(0.01, 1e-9).unwrap()) {
+                Admission::Admitted(n) => s = n,
+                r => panic!("{r:?}"),
+            }
+        }
+        assert_eq!(s.units(), 1000);
+        assert_eq!(
+            b.admits(&s, &Certificate::new(0.01, 1e-9).unwrap()),
+            Admission::Rejected(Exceeded::Delta)
+        );
+    }
+
+    #[test]
+    fn huge_units_are_rejected_without_overflow_and_corrupt_states_refused() {
+        let b = budget(2.0, 1e-6);
+        let c = Certificate::new(1e200, 0.0).unwrap();
+        assert_eq!(
+            b.admits(&FilterState::empty(), &c),
+            Admission::Rejected(Exceeded::Mu)
+        );
+        assert!(FilterState::from_stored(f64::NAN, 0.0, 1).is_err());
+        assert!(FilterState::from_stored(f64::INFINITY, 0.0, 1).is_err());
+        assert!(FilterState::from_stored(-1.0, 0.0, 1).is_err());
+        assert!(FilterState::from_stored(1.0, 1.0, 1).is_err());
+        assert!(FilterState::from_stored(1.0, 0.0, 0).is_err());
+        assert!(FilterState::from_stored(1.0, 0.0, 1).is_ok());
+    }
+}

@@ -1,0 +1,207 @@
+//! The adaptive filter gate through the API: the counterexample of issue 10, extreme inputs, the
+//! δ parts, and the migration of a ledger written by the release before the filter.
+
+use crate::api::{spawn_app, temp_dir};
+use axum::http::StatusCode;
+use privacy_ledger::app::{open_store, state};
+use privacy_ledger::http::{router, Limits};
+use serde_json::{json, Value};
+
+/// μ of an ε-DP mechanism, −2Φ⁻¹(1/(1 + e^ε)) (Gomez et al., "(ε,δ) considered harmful",
+/// Prop. 6.1), to 7 digits (computed with mpmath; see docs/filter.md).
+const MU_OF_EPS_1: f64 = 1.232_035_2;
+
+/// Binary randomized response with ε: noise_parameter 2/(1 + e^ε).
+fn rr(eps: f64) -> Value {
+    json!({"type": "randomized_response", "noise_parameter": 2.0 / (1.0 + eps.exp()), "num_buckets": 2})
+}
+
+/// Budget μ = 2. Charge 1: binary RR with ε = 1. Charge 2, chosen from its output: a Gaussian with
+/// μ = 1.7291 (bit 1) or RR with ε = 1.6482 (bit 0). Each realised path composes *exactly* to
+/// μ ≈ 2.000, which the old gate admitted; the adaptive transcript is only 2.135-GDP. Under the
+/// filter μ(1)² + 1.7291² = 4.5077 > 4 and μ(1)² + μ(1.6482)² = 5.4297 > 4: both are rejected.
+#[tokio::test]
+async fn the_adaptive_counterexample_is_rejected_on_both_paths() {
+    for second in [json!({"type": "gdp", "mu": 1.7291}), rr(1.6482)] {
+        let app = spawn_app().await;
+        let (s, _) = app
+            .post(
+                "/v1/datasets",
+                json!({"id": "d", "budget": {"mu": 2.0}, "neighboring_relation": "replace_one"}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED);
+        let (s, b) = app
+            .post("/v1/datasets/d/charges", json!({"event": rr(1.0)}))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+        let unit = &b["charge"]["unit"];
+        assert_eq!(unit["delta"], 0.0, "{b}");
+        let mu1 = unit["mu"].as_f64().unwrap();
+        assert!(
+            mu1 >= MU_OF_EPS_1 - 1e-7 && mu1 < MU_OF_EPS_1 * 1.0001,
+            "{mu1}"
+        );
+        let (s, b) = app
+            .post("/v1/datasets/d/charges", json!({"event": second}))
+            .await;
+        assert_eq!(s, StatusCode::CONFLICT, "{second}: {b}");
+        assert_eq!(b["error"], "budget_exceeded");
+        let remaining = b["remaining_mu"].as_f64().unwrap();
+        // √(4 − μ(1)²) = 1.575465.
+        assert!((remaining - 1.575_465).abs() < 1e-4, "{remaining}");
+        assert!(b["unit"]["mu"].as_f64().unwrap() > remaining);
+        let (_, d) = app.get("/v1/datasets/d").await;
+        assert_eq!(d["units"], 1);
+    }
+}
+
+/// The inputs that broke the old gate get a 4xx quickly and leave the dataset readable.
+#[tokio::test]
+async fn extreme_units_are_rejected_and_the_ledger_stays_readable() {
+    let app = spawn_app().await;
+    app.post("/v1/datasets", json!({"id": "x", "budget": {"mu": 2.0}}))
+        .await;
+    let (s, _) = app
+        .post(
+            "/v1/datasets/x/charges",
+            json!({"event": {"type": "laplace", "noise_multiplier": 10.0}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    for ev in [
+        json!({"type": "gdp", "mu": 1e200}),
+        json!({"type": "gaussian", "noise_multiplier": 1e-160}),
+        json!({"type": "composed", "events": [{"type": "gdp", "mu": 0.1},
+            {"type": "self_composed", "count": 3, "event": {"type": "gdp", "mu": 1e200}}]}),
+    ] {
+        let t = std::time::Instant::now();
+        let (s, b) = app
+            .post("/v1/datasets/x/charges", json!({"event": ev}))
+            .await;
+        assert!(s.is_client_error(), "{ev}: {s} {b}");
+        assert!(t.elapsed().as_secs_f64() < 1.0, "{ev}: {:?}", t.elapsed());
+    }
+    let (s, d) = app.get("/v1/datasets/x").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(d["units"], 1);
+    // A Gaussian charge is not free afterwards: it spends its μ in quadrature.
+    let before = d["mu_spent"].as_f64().unwrap();
+    let (s, b) = app
+        .post(
+            "/v1/datasets/x/charges",
+            json!({"event": {"type": "gdp", "mu": 0.5}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let after = b["charge"]["mu_after"].as_f64().unwrap();
+    assert!(
+        (after * after - before * before - 0.25).abs() < 1e-9,
+        "{before} {after}"
+    );
+    let (s, _) = app.get("/v1/datasets/x/report").await;
+    assert_eq!(s, StatusCode::OK);
+}
+
+/// Units that need δ spend the default δ_B/1000 each, and the δ budget caps them.
+#[tokio::test]
+async fn delta_parts_are_charged_and_capped() {
+    let app = spawn_app().await;
+    app.post(
+        "/v1/datasets",
+        json!({"id": "s", "budget": {"mu": 5.0, "delta": 1e-9}}),
+    )
+    .await;
+    let step = json!({"type": "poisson_sampled", "sampling_rate": 0.01,
+                      "event": {"type": "gaussian", "noise_multiplier": 2.0}});
+    let (s, b) = app
+        .post("/v1/datasets/s/charges", json!({"event": step}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["charge"]["unit"]["delta"], 1e-12);
+    // A unit asking for more δ than remains is rejected for δ.
+    let (s, b) = app
+        .post(
+            "/v1/datasets/s/charges",
+            json!({"event": step, "delta": 1e-9}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    assert!(b["message"].as_str().unwrap().contains("delta"), "{b}");
+    // The report's figures are the budget's guarantee; the exact composition is labelled.
+    let (s, r) = app.get("/v1/datasets/s/report").await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert!(
+        (r["mu"]["upper"].as_f64().unwrap() - 5.0).abs() < 1e-8,
+        "{}",
+        r["mu"]
+    );
+    assert!(r["exact_composition"]["valid_only_if"]
+        .as_str()
+        .unwrap()
+        .contains("fixed"));
+    assert!((r["delta_spent"].as_f64().unwrap() - 1e-12).abs() < 1e-20);
+}
+
+/// A ledger written by the release before the filter (tests/fixtures/ledger-v1.sqlite, made by
+/// tests/fixtures/make_ledger_v1.sh) opens, is converted, and gates under the filter.
+#[tokio::test]
+async fn a_version_1_ledger_is_migrated() {
+    let dir = temp_dir("migrate");
+    let db = dir.join("ledger.db");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/ledger-v1.sqlite"
+        ),
+        &db,
+    )
+    .unwrap();
+    let store = open_store(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let app = crate::api::TestApp::from_router(router(state(store, 1e-4), Limits::default()), dir);
+    // Gaussian-only: σ = 2 (μ 0.5) and gdp 1.2 → √(0.25 + 1.44) = 1.3, as before.
+    let (s, g) = app.get("/v1/datasets/gauss").await;
+    assert_eq!(s, StatusCode::OK, "{g}");
+    assert_eq!(g["units"], 2);
+    assert!((g["mu_spent"].as_f64().unwrap() - 1.3).abs() < 1e-12, "{g}");
+    assert_eq!(g["delta_spent"], 0.0);
+    let (_, e) = app.get("/v1/datasets/gauss/charges").await;
+    assert_eq!(e["items"][0]["charge"]["unit"]["mu"], 0.5, "{e}");
+    // Mixed: Laplace and RR spend no δ; the subsampled Gaussian spends δ_B/1000 = 1e-9.
+    let (s, m) = app.get("/v1/datasets/mixed").await;
+    assert_eq!(s, StatusCode::OK, "{m}");
+    assert_eq!(m["units"], 3);
+    assert!(
+        (m["delta_spent"].as_f64().unwrap() - 1e-9).abs() < 1e-18,
+        "{m}"
+    );
+    let (s, _) = app.get("/v1/datasets/empty").await;
+    assert_eq!(s, StatusCode::OK);
+    // The idempotent replay of an old charge still answers with its first response.
+    let (s, _) = app
+        .call(
+            "POST",
+            "/v1/datasets/gauss/charges",
+            Some(&json!({"event": {"type": "gaussian", "noise_multiplier": 2.0}, "label": "q1"})),
+            &[("idempotency-key", "g1")],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    // New charges gate under the filter: what remains of μ = 2 is √(4 − 1.69).
+    let (s, b) = app
+        .post(
+            "/v1/datasets/gauss/charges",
+            json!({"event": {"type": "gdp", "mu": 1.519}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (s, _) = app
+        .post(
+            "/v1/datasets/gauss/charges",
+            json!({"event": {"type": "gdp", "mu": 0.1}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+}
