@@ -93,7 +93,15 @@ impl FilterState {
     }
     /// μ spent: √Σμᵢ², rounded up.
     pub fn mu(&self) -> f64 {
-        rounding::up(self.mu_sq.sqrt(), rounding::U)
+        sqrt_up(self.mu_sq)
+    }
+    /// (Σμᵢ², Σδᵢ) with one more unit, each rounded up (+∞ when μ² overflows); what the gate
+    /// compares and what a rejection reports.
+    pub fn sums_with(&self, c: &Certificate) -> (f64, f64) {
+        (
+            rounding::add_up(self.mu_sq, rounding::mul_up(c.mu(), c.mu())),
+            rounding::add_up(self.delta, c.delta()),
+        )
     }
     /// δ spent: Σδᵢ (rounded up).
     pub fn delta(&self) -> f64 {
@@ -103,6 +111,11 @@ impl FilterState {
     pub fn units(&self) -> i64 {
         self.units
     }
+}
+
+/// √x rounded up (a correctly rounded square root may be below the exact one).
+pub(super) fn sqrt_up(x: f64) -> f64 {
+    rounding::up(x.sqrt(), rounding::U)
 }
 
 impl Budget {
@@ -132,8 +145,7 @@ impl Budget {
         if c.mu() > limit {
             return Admission::Rejected(Exceeded::Mu);
         }
-        let mu_sq = rounding::add_up(s.mu_sq, rounding::mul_up(c.mu(), c.mu()));
-        let delta = rounding::add_up(s.delta, c.delta());
+        let (mu_sq, delta) = s.sums_with(c);
         // μ_sq ≤ limit² ⟸ μ_sq ≤ limit² rounded down.
         if mu_sq > rounding::mul_down(limit, limit) {
             return Admission::Rejected(Exceeded::Mu);

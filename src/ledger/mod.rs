@@ -403,8 +403,8 @@ fn filter_report(
 }
 
 fn rejection(budget: &Budget, f: &FilterState, unit: Certificate, why: Exceeded) -> Rejection {
-    let mu_after = rounding_sqrt_up(f.mu_sq() + unit.mu() * unit.mu());
-    let delta_after = f.delta() + unit.delta();
+    let (mu_sq, delta_after) = f.sums_with(&unit);
+    let mu_after = Some(filter::sqrt_up(mu_sq)).filter(|m| m.is_finite());
     let reason = match why {
         Exceeded::Mu => format!(
             "the unit's mu ({:.6}) does not fit the remaining mu ({:.6}): sqrt(sum of mu_i^2) would \
@@ -433,12 +433,6 @@ fn rejection(budget: &Budget, f: &FilterState, unit: Certificate, why: Exceeded)
         unit,
         reason,
     }
-}
-
-/// √x rounded up, `None` when not finite (for figures shown in a rejection).
-fn rounding_sqrt_up(x: f64) -> Option<f64> {
-    let r = x.sqrt() * (1.0 + 2.0 * f64::EPSILON);
-    r.is_finite().then_some(r)
 }
 
 impl Ledgers {
