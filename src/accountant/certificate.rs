@@ -46,13 +46,32 @@ pub enum UnitDelta {
 }
 
 /// A unit's certificate (μ, δ): f ≥ G_μ ⊗ f_{0,δ} in both neighbour orders. Both finite, μ ≥ 0,
-/// δ ∈ [0, 1); only [`certify`] and [`Certificate::new`] make one.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// δ ∈ [0, 1); only [`certify`] and [`Certificate::new`] make one (reading one back goes through
+/// `new`).
+/// On the wire: a unit's certificate, its trade-off curve is at least G_μ ⊗ f_{0,δ} in both
+/// neighbour orders.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(try_from = "RawCertificate")]
 pub struct Certificate {
     /// μ of the Gaussian part (rounded up).
     mu: f64,
-    /// Probability of the "reveal" part (δ_i), exactly as charged.
+    /// Probability of the "reveal" part (δᵢ), exactly as charged.
     delta: f64,
+}
+
+/// A certificate as read, before [`Certificate::new`] checks it.
+#[derive(serde::Deserialize)]
+struct RawCertificate {
+    mu: f64,
+    delta: f64,
+}
+
+impl TryFrom<RawCertificate> for Certificate {
+    type Error = String;
+    fn try_from(r: RawCertificate) -> Result<Self, String> {
+        Certificate::new(r.mu, r.delta)
+            .ok_or_else(|| format!("not a certificate: mu = {}, delta = {}", r.mu, r.delta))
+    }
 }
 
 impl Certificate {

@@ -40,7 +40,7 @@ pub struct BudgetExceededBody {
     pub remaining_mu: f64,
     pub remaining_delta: f64,
     /// The unit's certificate (μᵢ, δᵢ) the gate tried.
-    pub unit: crate::http::wire::CertificateWire,
+    pub unit: crate::accountant::certificate::Certificate,
     #[schema(value_type = Object)]
     pub details: Value,
 }
@@ -198,6 +198,40 @@ impl From<LedgerError> for ApiError {
                 )
                 .with_details(json!({"id": id, "reason": m}))
             }
+            LedgerError::ChargeNotFound(c) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "charge_not_found",
+                format!("charge {c:?} does not exist on this dataset"),
+            )
+            .with_details(json!({"charge_id": c})),
+            LedgerError::RunNotFound(r) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "run_not_found",
+                format!("run {r:?} does not exist on this dataset"),
+            )
+            .with_details(json!({"run_id": r})),
+            LedgerError::NotReserved { charge, status } => ApiError::new(
+                StatusCode::CONFLICT,
+                "not_reserved",
+                format!(
+                    "charge {charge:?} is {status}: only a reserved unit can be committed or                      released"
+                ),
+            )
+            .with_details(json!({"charge_id": charge, "status": status})),
+            LedgerError::OutputsReleased(c) => ApiError::new(
+                StatusCode::CONFLICT,
+                "outputs_released",
+                format!(
+                    "charge {c:?}: a unit whose outputs were released cannot be refunded (the                      filter's guarantee counts every unit whose outputs anyone saw); commit it"
+                ),
+            )
+            .with_details(json!({"charge_id": c})),
+            LedgerError::RunComplete(r) => ApiError::new(
+                StatusCode::CONFLICT,
+                "run_complete",
+                format!("run {r:?} has no chunk left to admit: every chunk is reserved or charged"),
+            )
+            .with_details(json!({"run_id": r})),
             LedgerError::Internal(m) => {
                 tracing::error!(error = %m, "internal error");
                 ApiError::new(

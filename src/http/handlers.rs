@@ -90,12 +90,13 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
     }
 }
 
-/// Create a dataset with a μ-GDP budget.
+/// Create a dataset with a μ-GDP budget. Retrying the same body returns 200 with the dataset.
 #[utoipa::path(post, path = "/v1/datasets", tag = "datasets",
     request_body = CreateDatasetRequest,
     responses(
         (status = 201, description = "Created", body = Dataset),
-        (status = 409, description = "A dataset with this id exists", body = ErrorBody),
+        (status = 200, description = "A retry of the same creation: the dataset", body = Dataset),
+        (status = 409, description = "A dataset with this id exists (created with another body)", body = ErrorBody),
         (status = "4XX", description = "Invalid request", body = ErrorBody),
         (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn create_dataset(
@@ -103,8 +104,8 @@ pub async fn create_dataset(
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
     let d = NewDataset::from_json(&body, s.default_grid_step)?;
-    let v = s.ledgers.create_dataset(d).await?;
-    Ok((StatusCode::CREATED, Json(Dataset::from(&v))))
+    let (v, created) = s.ledgers.create_dataset(d).await?;
+    Ok((created_or_ok(created), Json(Dataset::from(&v))))
 }
 
 /// List datasets by id (paginated: `limit`, `cursor`).
@@ -143,9 +144,11 @@ pub async fn get_dataset(
     Ok(Json(Dataset::from(&s.ledgers.get_dataset(&id).await?)))
 }
 
-/// Change a dataset's budget (recorded in the ledger).
+/// Change a dataset's budget (recorded in the ledger). With an `Idempotency-Key` a retry returns
+/// the first outcome.
 #[utoipa::path(patch, path = "/v1/datasets/{id}", tag = "datasets",
-    params(("id" = String, Path, description = "Dataset id")),
+    params(("id" = String, Path, description = "Dataset id"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
     request_body = UpdateDatasetRequest,
     responses((status = 200, description = "The updated dataset", body = Dataset),
               (status = 404, description = "No such dataset", body = ErrorBody),
@@ -154,12 +157,148 @@ pub async fn get_dataset(
 pub async fn update_dataset(
     State(s): State<AppState>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<Value>,
-) -> ApiResult<Json<Dataset>> {
-    let budget = input::budget_patch(&body)?;
-    Ok(Json(Dataset::from(
-        &s.ledgers.update_budget(&id, budget).await?,
-    )))
+) -> ApiResult<Json<Value>> {
+    let patch = input::budget_patch(&body, idempotency_key(&headers)?)?;
+    Ok(Json(s.ledgers.update_budget(&id, patch).await?))
+}
+
+fn created_or_ok(created: bool) -> StatusCode {
+    if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    }
+}
+
+/// A body that may be empty (`{}` then).
+fn optional_body(body: &axum::body::Bytes) -> ApiResult<Value> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            format!("the body is not valid JSON: {e}"),
+        )
+    })
+}
+
+/// Declare a run (e.g. DP-SGD): its step, its number of steps and its chunk size. Nothing is
+/// charged: each chunk is a unit admitted when asked for (`/runs/{run_id}/chunks`), so a run that
+/// stops early is not charged for the chunks it did not run.
+#[utoipa::path(post, path = "/v1/datasets/{id}/runs", tag = "charges",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+    request_body = RunRequestWire,
+    responses((status = 201, description = "Declared", body = crate::ledger::RunView),
+              (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = crate::ledger::RunView),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn declare_run(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<impl IntoResponse> {
+    let key = idempotency_key(&headers)?;
+    let replay = key.is_some();
+    let req = input::RunRequest::from_json(&body, key)?;
+    let before = if replay {
+        s.ledgers.get_dataset(&id).await?.version
+    } else {
+        -1
+    };
+    let run = s.ledgers.declare_run(&id, req).await?;
+    // A replay leaves the ledger's version where it was.
+    let created = !replay || s.ledgers.get_dataset(&id).await?.version != before;
+    Ok((created_or_ok(created), Json(run)))
+}
+
+/// A run with its progress: chunks committed, reserved and released, and the next chunk.
+#[utoipa::path(get, path = "/v1/datasets/{id}/runs/{run_id}", tag = "charges",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("run_id" = String, Path, description = "Run id")),
+    responses((status = 200, description = "The run", body = crate::ledger::RunView),
+              (status = 404, description = "No such dataset or run", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn get_run(
+    State(s): State<AppState>,
+    Path((id, run_id)): Path<(String, String)>,
+) -> ApiResult<Json<crate::ledger::RunView>> {
+    Ok(Json(s.ledgers.get_run(&id, &run_id).await?))
+}
+
+/// Admit (or reserve) the run's next chunk: a unit gated like a charge. 409 `budget_exceeded`
+/// when it does not fit, 409 `run_complete` when every chunk is admitted.
+#[utoipa::path(post, path = "/v1/datasets/{id}/runs/{run_id}/chunks", tag = "charges",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("run_id" = String, Path, description = "Run id"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+    request_body(content = Option<ChunkRequestWire>, description = "Optional: `{\"reserve\": true}` to reserve the chunk"),
+    responses((status = 201, description = "Admitted and recorded", body = ChargeCreated),
+              (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = ChargeCreated),
+              (status = 409, description = "The chunk does not fit the budget (`budget_exceeded`), or the run is complete (`run_complete`)", body = BudgetExceededBody),
+              (status = 404, description = "No such dataset or run", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn run_chunk(
+    State(s): State<AppState>,
+    Path((id, run_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<impl IntoResponse> {
+    let body = optional_body(&body)?;
+    let req = input::ChunkRequest::from_json(&body, &run_id, idempotency_key(&headers)?)?;
+    let out = s.ledgers.run_chunk(&id, &run_id, req).await?;
+    Ok((created_or_ok(out.created), Json(out.body)))
+}
+
+/// Commit a reserved unit: it stays counted and joins the exact composition.
+#[utoipa::path(post, path = "/v1/datasets/{id}/charges/{charge_id}/commit", tag = "charges",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("charge_id" = String, Path, description = "Charge id"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+    responses((status = 200, description = "Committed", body = Settled),
+              (status = 409, description = "The charge is not reserved (`not_reserved`)", body = ErrorBody),
+              (status = 404, description = "No such dataset or charge", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn commit_charge(
+    State(s): State<AppState>,
+    Path((id, charge_id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
+    let body = Value::Object(Default::default());
+    let req =
+        input::SettleRequest::from_json(&body, &charge_id, false, idempotency_key(&headers)?)?;
+    Ok(Json(s.ledgers.commit(&id, &charge_id, req).await?))
+}
+
+/// Release a reserved unit none of whose outputs was released: the filter refunds its (μᵢ, δᵢ).
+/// The caller's statement is recorded in the ledger; `outputs_released: true` is refused (409
+/// `outputs_released`: commit the unit instead).
+#[utoipa::path(post, path = "/v1/datasets/{id}/charges/{charge_id}/release", tag = "charges",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("charge_id" = String, Path, description = "Charge id"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+    request_body = ReleaseRequestWire,
+    responses((status = 200, description = "Released and refunded", body = Settled),
+              (status = 409, description = "Not reserved (`not_reserved`), or outputs were released (`outputs_released`)", body = ErrorBody),
+              (status = 404, description = "No such dataset or charge", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn release_charge(
+    State(s): State<AppState>,
+    Path((id, charge_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<Json<Value>> {
+    let req = input::SettleRequest::from_json(&body, &charge_id, true, idempotency_key(&headers)?)?;
+    Ok(Json(s.ledgers.release(&id, &charge_id, req).await?))
 }
 
 /// Charge a mechanism to a dataset: 201 when admitted, 409 `budget_exceeded` when not (nothing
@@ -183,12 +322,7 @@ pub async fn create_charge(
 ) -> ApiResult<impl IntoResponse> {
     let req = ChargeRequest::from_json(&body, idempotency_key(&headers)?)?;
     let out = s.ledgers.charge(&id, req).await?;
-    let status = if out.created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, Json(out.body)))
+    Ok((created_or_ok(out.created), Json(out.body)))
 }
 
 /// The ledger's entries in order: charges and budget changes (paginated: `limit`, `after`).

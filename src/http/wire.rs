@@ -5,6 +5,7 @@
 //! report; `tests` check that the mirrors serialise exactly like the originals, so the spec cannot
 //! drift from what the service sends.
 
+use crate::accountant::certificate::Certificate;
 use crate::accountant::report::Report;
 use crate::ledger::{ChargeView, DatasetView, EntryView, Preview};
 use serde::{Deserialize, Serialize};
@@ -70,8 +71,10 @@ pub struct Dataset {
     pub remaining_mu: f64,
     /// δ_budget − Σδᵢ.
     pub remaining_delta: f64,
-    /// Units (charges) admitted.
+    /// Units counted by the filter (charges and chunks; reserved ones count, released ones not).
     pub units: i64,
+    /// Units reserved, not yet committed or released.
+    pub reserved_units: i64,
     /// μ of the exact composition of every charge: valid only if the whole sequence had been fixed
     /// in advance; shown for comparison, never used to admit.
     pub exact_composition_mu: Option<f64>,
@@ -108,14 +111,58 @@ pub struct ChargeRequestWire {
     /// The unit's δᵢ (in [0, 1e-3]). Default: 0 for Gaussian-type units and for units whose μ at
     /// δ = 0 is within 0.1 % of that at the default; otherwise the budget's δ / 1000.
     pub delta: Option<f64>,
+    /// Reserve the unit: the filter counts it now; commit it (`/charges/{id}/commit`) or, while
+    /// none of its outputs was released, release it for a refund (`/charges/{id}/release`).
+    /// Default false (charged outright).
+    pub reserve: Option<bool>,
 }
 
-/// A unit's certificate: its trade-off curve is at least G_μ ⊗ f_{0,δ} in both neighbour orders.
+/// `POST /v1/datasets/{id}/runs`: declare a run (e.g. DP-SGD) charged chunk by chunk.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = Certificate)]
-pub struct CertificateWire {
-    pub mu: f64,
-    pub delta: f64,
+#[schema(example = json!({"event": {"type": "poisson_sampled", "sampling_rate": 0.004, "event": {"type": "gaussian", "noise_multiplier": 1.1}}, "steps": 10000, "chunk_steps": 1000, "label": "resnet fine-tune"}))]
+#[schema(as = RunRequest)]
+pub struct RunRequestWire {
+    /// One step (an event, as in a charge).
+    #[schema(value_type = Object)]
+    pub event: Value,
+    /// Steps of the whole run (1 to 10^8).
+    pub steps: u64,
+    /// Steps per chunk (default: `steps`, one unit); at most 10,000 chunks.
+    pub chunk_steps: Option<u64>,
+    /// Each chunk's δᵢ (default: the charge rule).
+    pub delta: Option<f64>,
+    pub label: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+}
+
+/// `POST /v1/datasets/{id}/runs/{run_id}/chunks`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ChunkRequestWire {
+    /// Reserve the chunk instead of charging it outright (default false).
+    pub reserve: Option<bool>,
+}
+
+/// `POST /v1/datasets/{id}/charges/{charge_id}/release`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"outputs_released": false, "reason": "job cancelled before training"}))]
+pub struct ReleaseRequestWire {
+    /// Whether any output of the unit was released. A refund needs `false` (recorded in the
+    /// ledger); with `true` the release is refused: commit the unit.
+    pub outputs_released: bool,
+    pub reason: Option<String>,
+}
+
+/// The body of a commit or release.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Settled {
+    /// The charge with its new status.
+    pub charge: Charge,
+    /// Release: the certificate the filter forgot.
+    pub refund: Option<Certificate>,
+    /// The filter's spending after the entry.
+    pub mu_spent: f64,
+    pub delta_spent: f64,
 }
 
 /// An admitted charge.
@@ -131,9 +178,14 @@ pub struct Charge {
     pub metadata: Option<Value>,
     pub idempotency_key: Option<String>,
     /// The unit's certificate (μᵢ, δᵢ).
-    pub unit: Option<CertificateWire>,
+    pub unit: Option<Certificate>,
     /// μ spent under the filter after this charge.
     pub mu_after: Option<f64>,
+    /// `committed`, `reserved` (counted; commit or release it) or `released` (refunded).
+    pub status: String,
+    /// The run this charge is a chunk of, and the chunk's index.
+    pub run_id: Option<String>,
+    pub chunk: Option<i64>,
     pub created_at: String,
 }
 
@@ -148,10 +200,17 @@ pub struct ChargeCreated {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Entry {
     pub seq: i64,
-    /// `charge` or `budget`.
+    /// `charge`, `budget`, `run` (a declaration), `commit` or `release`.
     pub kind: String,
     pub charge: Option<Charge>,
     pub budget: Option<BudgetView>,
+    /// Commit and release: the charge settled.
+    pub settles: Option<String>,
+    /// Run declarations: the run.
+    pub run_id: Option<String>,
+    /// Release: the caller's statement, `{outputs_released: false, reason}`.
+    #[schema(value_type = Option<Object>)]
+    pub statement: Option<Value>,
     pub created_at: String,
 }
 
@@ -169,7 +228,7 @@ pub struct EntryPage {
 pub struct PreviewWire {
     pub admitted: bool,
     /// The unit's certificate the gate would use.
-    pub unit: CertificateWire,
+    pub unit: Certificate,
     /// μ and δ of the filter with the unit.
     pub mu_after: Option<f64>,
     pub delta_after: f64,

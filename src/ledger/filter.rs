@@ -32,7 +32,9 @@ use crate::accountant::rounding;
 pub const GATE_TOLERANCE: f64 = 1e-9;
 
 /// The filter's running state for one dataset: Σμᵢ² and Σδᵢ (both rounded up) and the unit count.
-/// Only [`FilterState::empty`], [`FilterState::from_stored`] and [`Budget::admits`] make one.
+/// Made by [`FilterState::empty`], [`FilterState::from_stored`] and [`Budget::admits`]; plans and
+/// conversions of past units (which are not gated) use [`FilterState::with`], refunds
+/// [`FilterState::without`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FilterState {
     mu_sq: f64,
@@ -103,6 +105,29 @@ impl FilterState {
             rounding::add_up(self.delta, c.delta()),
         )
     }
+    /// The state with one more unit, not gated (a plan, or units that already happened).
+    pub fn with(&self, c: &Certificate) -> Self {
+        let (mu_sq, delta) = self.sums_with(c);
+        FilterState {
+            mu_sq,
+            delta,
+            units: self.units + 1,
+        }
+    }
+    /// The state without one counted unit (a released reservation: its outputs were never
+    /// released, so it is a unit with μ = 0). The subtraction is rounded up: the stored sum is at
+    /// least the exact sum of the rounded-up terms added, and the term removed is recomputed
+    /// bit-for-bit as it was added, so the result still bounds the remaining units' sum.
+    pub fn without(&self, c: &Certificate) -> Self {
+        if self.units <= 1 {
+            return FilterState::empty();
+        }
+        FilterState {
+            mu_sq: rounding::sub_up(self.mu_sq, rounding::mul_up(c.mu(), c.mu())).max(0.0),
+            delta: rounding::sub_up(self.delta, c.delta()).max(0.0),
+            units: self.units - 1,
+        }
+    }
     /// δ spent: Σδᵢ (rounded up).
     pub fn delta(&self) -> f64 {
         self.delta
@@ -113,8 +138,12 @@ impl FilterState {
     }
 }
 
-/// √x rounded up (a correctly rounded square root may be below the exact one).
+/// √x rounded up (a correctly rounded square root may be below the exact one); √0 = 0 exactly
+/// (an empty ledger spent nothing, not a subnormal).
 pub(super) fn sqrt_up(x: f64) -> f64 {
+    if x == 0.0 {
+        return 0.0;
+    }
     rounding::up(x.sqrt(), rounding::U)
 }
 
@@ -262,5 +291,28 @@ mod tests {
         assert!(FilterState::from_stored(1.0, 1.0, 1).is_err());
         assert!(FilterState::from_stored(1.0, 0.0, 0).is_err());
         assert!(FilterState::from_stored(1.0, 0.0, 1).is_ok());
+    }
+
+    #[test]
+    fn a_released_unit_is_removed_without_going_below_the_rest() {
+        let b = budget(3.0, 1e-6);
+        let (a, c) = (
+            Certificate::new(0.7, 1e-9).unwrap(),
+            Certificate::new(1.3, 2e-9).unwrap(),
+        );
+        let mut s = FilterState::empty();
+        for u in [a, c] {
+            s = match b.admits(&s, &u) {
+                Admission::Admitted(n) => n,
+                r => panic!("{r:?}"),
+            };
+        }
+        let only_a = s.without(&c);
+        assert_eq!(only_a.units(), 1);
+        // Never below the sum of what is left (0.7² = 0.49, rounded up when added).
+        assert!(only_a.mu_sq() >= rounding::mul_up(0.7, 0.7));
+        assert!(only_a.mu_sq() - 0.49 < 1e-15);
+        assert!(only_a.delta() >= 1e-9 && only_a.delta() < 1e-9 * (1.0 + 1e-12));
+        assert_eq!(only_a.without(&a), FilterState::empty());
     }
 }

@@ -75,6 +75,8 @@ pub struct NewDataset {
     pub neighboring_relation: NeighboringRelation,
     pub description: String,
     pub grid_step: f64,
+    /// SHA-256 of the body, so a retried creation is recognised.
+    pub request_hash: String,
 }
 
 impl NewDataset {
@@ -113,6 +115,7 @@ impl NewDataset {
             neighboring_relation,
             description,
             grid_step,
+            request_hash: request_hash("create", v),
         })
     }
 }
@@ -129,13 +132,248 @@ pub fn relation(v: &Value, p: &JsonPath) -> Result<NeighboringRelation, InputErr
 }
 
 /// `PATCH /v1/datasets/{id}`: a new budget.
-pub fn budget_patch(v: &Value) -> Result<Budget, InputError> {
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetPatch {
+    pub budget: Budget,
+    pub idempotency_key: Option<String>,
+    pub request_hash: String,
+}
+
+/// Parses `{budget}`.
+pub fn budget_patch(v: &Value, idempotency_key: Option<String>) -> Result<BudgetPatch, InputError> {
     let root = JsonPath::root();
     let mut f = Fields::new(v, &root)?;
     let (b, p) = f.required("budget")?;
     let budget = Budget::from_json(b, &p)?;
     f.finish()?;
-    Ok(budget)
+    Ok(BudgetPatch {
+        budget,
+        idempotency_key,
+        request_hash: request_hash("budget", v),
+    })
+}
+
+/// SHA-256 of an operation's name and its canonical body (serde_json's map is ordered by key, so
+/// the serialisation is canonical): a retry with the same Idempotency-Key must send the same body
+/// to the same operation.
+pub fn request_hash(operation: &str, v: &Value) -> String {
+    let mut h = Sha256::new();
+    h.update(operation.as_bytes());
+    h.update([0]);
+    h.update(v.to_string().as_bytes());
+    format!("{:x}", h.finalize())
+}
+
+/// An optional `label`: at most 256 bytes.
+fn label_field(f: &mut Fields<'_>) -> Result<Option<String>, InputError> {
+    match f.optional("label") {
+        None => Ok(None),
+        Some((x, p)) => {
+            let s = json::string(x, &p)?;
+            if s.len() > 256 {
+                return Err(InputError::new(&p, "must be at most 256 bytes"));
+            }
+            Ok(Some(s.to_owned()))
+        }
+    }
+}
+
+/// An optional `metadata` object of at most 16 KiB.
+fn metadata_field(f: &mut Fields<'_>) -> Result<Option<Value>, InputError> {
+    match f.optional("metadata") {
+        None => Ok(None),
+        Some((x, p)) => {
+            if !x.is_object() {
+                return Err(InputError::new(&p, "must be an object"));
+            }
+            if x.to_string().len() > 16 * 1024 {
+                return Err(InputError::new(&p, "must serialise to at most 16 KiB"));
+            }
+            Ok(Some(x.clone()))
+        }
+    }
+}
+
+/// An optional unit `delta` in [0, 1e-3].
+fn delta_field(f: &mut Fields<'_>) -> Result<Option<f64>, InputError> {
+    match f.optional("delta") {
+        None => Ok(None),
+        Some((x, p)) => Ok(Some(
+            check_delta_slack(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?,
+        )),
+    }
+}
+
+/// An optional boolean field (default false).
+fn flag_field(f: &mut Fields<'_>, name: &'static str) -> Result<bool, InputError> {
+    match f.optional(name) {
+        None => Ok(false),
+        Some((x, p)) => x.as_bool().ok_or_else(|| {
+            InputError::new(&p, format!("must be true or false, got {}", json::kind(x)))
+        }),
+    }
+}
+
+/// Most steps a run may declare.
+pub const MAX_RUN_STEPS: u64 = 100_000_000;
+/// Most chunks a run may have (each is a unit: a ledger entry and a certificate).
+pub const MAX_RUN_CHUNKS: u64 = 10_000;
+
+/// `POST /v1/datasets/{id}/runs`: a declared run (e.g. DP-SGD): `steps` repetitions of one step
+/// `event`, charged in chunks of `chunk_steps` steps, each chunk a unit admitted when asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRequest {
+    /// One step (e.g. a Poisson-sampled Gaussian).
+    pub event: Event,
+    pub steps: u64,
+    pub chunk_steps: u64,
+    /// Each chunk's δᵢ, if the caller sets it.
+    pub delta: Option<f64>,
+    pub label: Option<String>,
+    pub metadata: Option<Value>,
+    pub idempotency_key: Option<String>,
+    pub request_hash: String,
+}
+
+impl RunRequest {
+    /// Parses `{event, steps, chunk_steps?, delta?, label?, metadata?}`; `chunk_steps` defaults to
+    /// `steps` (one unit: the tightest certificate, but nothing to refund if the run stops early
+    /// unless the unit is reserved).
+    pub fn from_json(v: &Value, idempotency_key: Option<String>) -> Result<Self, InputError> {
+        let root = JsonPath::root();
+        let mut f = Fields::new(v, &root)?;
+        let (e, p) = f.required("event")?;
+        let event = parse_event(e, &p)?;
+        let (n, p) = f.required("steps")?;
+        let steps = json::integer(n, &p, 1)?;
+        if steps > MAX_RUN_STEPS {
+            return Err(InputError::new(
+                &p,
+                format!("must be at most {MAX_RUN_STEPS}, got {steps}"),
+            ));
+        }
+        let chunk_steps = match f.optional("chunk_steps") {
+            None => steps,
+            Some((x, p)) => {
+                let c = json::integer(x, &p, 1)?;
+                if c > steps {
+                    return Err(InputError::new(
+                        &p,
+                        format!("must be at most steps ({steps}), got {c}"),
+                    ));
+                }
+                if steps.div_ceil(c) > MAX_RUN_CHUNKS {
+                    return Err(InputError::new(
+                        &p,
+                        format!(
+                            "gives {} chunks; at most {MAX_RUN_CHUNKS} are allowed (use larger chunks)",
+                            steps.div_ceil(c)
+                        ),
+                    ));
+                }
+                c
+            }
+        };
+        let delta = delta_field(&mut f)?;
+        let label = label_field(&mut f)?;
+        let metadata = metadata_field(&mut f)?;
+        f.finish()?;
+        Ok(RunRequest {
+            event,
+            steps,
+            chunk_steps,
+            delta,
+            label,
+            metadata,
+            idempotency_key,
+            request_hash: request_hash("run", v),
+        })
+    }
+
+    /// Number of chunks, ⌈steps / chunk_steps⌉.
+    pub fn chunks(&self) -> u64 {
+        self.steps.div_ceil(self.chunk_steps)
+    }
+}
+
+/// `POST /v1/datasets/{id}/runs/{run_id}/chunks`: admit the run's next chunk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkRequest {
+    /// Reserve the chunk (commit or release it later) instead of charging it outright.
+    pub reserve: bool,
+    pub idempotency_key: Option<String>,
+    pub request_hash: String,
+}
+
+impl ChunkRequest {
+    /// Parses `{reserve?}` (an empty or absent body is `{}`).
+    pub fn from_json(
+        v: &Value,
+        run_id: &str,
+        idempotency_key: Option<String>,
+    ) -> Result<Self, InputError> {
+        let root = JsonPath::root();
+        let mut f = Fields::new(v, &root)?;
+        let reserve = flag_field(&mut f, "reserve")?;
+        f.finish()?;
+        Ok(ChunkRequest {
+            reserve,
+            idempotency_key,
+            request_hash: request_hash(&format!("chunk {run_id}"), v),
+        })
+    }
+}
+
+/// `POST /v1/datasets/{id}/charges/{charge_id}/commit` and `/release`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettleRequest {
+    /// Release only: the caller's statement that none of the unit's outputs was released (a refund
+    /// is refused otherwise); recorded in the ledger.
+    pub outputs_released: Option<bool>,
+    pub reason: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub request_hash: String,
+}
+
+impl SettleRequest {
+    /// Parses a commit body `{}` (`release = false`) or a release body
+    /// `{outputs_released, reason?}` (`release = true`; `outputs_released` is required there).
+    pub fn from_json(
+        v: &Value,
+        charge_id: &str,
+        release: bool,
+        idempotency_key: Option<String>,
+    ) -> Result<Self, InputError> {
+        let root = JsonPath::root();
+        let mut f = Fields::new(v, &root)?;
+        let (outputs_released, reason) = if release {
+            let (x, p) = f.required("outputs_released")?;
+            let o = x.as_bool().ok_or_else(|| {
+                InputError::new(&p, format!("must be true or false, got {}", json::kind(x)))
+            })?;
+            let reason = match f.optional("reason") {
+                None => None,
+                Some((x, p)) => {
+                    let s = json::string(x, &p)?;
+                    if s.len() > 1024 {
+                        return Err(InputError::new(&p, "must be at most 1024 bytes"));
+                    }
+                    Some(s.to_owned())
+                }
+            };
+            (Some(o), reason)
+        } else {
+            (None, None)
+        };
+        f.finish()?;
+        let op = if release { "release" } else { "commit" };
+        Ok(SettleRequest {
+            outputs_released,
+            reason,
+            idempotency_key,
+            request_hash: request_hash(&format!("{op} {charge_id}"), v),
+        })
+    }
 }
 
 /// `POST /v1/datasets/{id}/charges` (and `/preview`).
@@ -147,6 +385,8 @@ pub struct ChargeRequest {
     pub idempotency_key: Option<String>,
     /// The unit's δᵢ, if the caller sets it (in [0, 1e-3]); otherwise the gate's default rule.
     pub delta: Option<f64>,
+    /// Reserve the unit (commit or release it later) instead of charging it outright.
+    pub reserve: bool,
     /// SHA-256 of the canonical request body: a retry must send the same body.
     pub request_hash: String,
 }
@@ -168,34 +408,10 @@ impl ChargeRequest {
         let mut f = Fields::new(v, &root)?;
         let (e, p) = f.required("event")?;
         let event = parse_event(e, &p)?;
-        let label = match f.optional("label") {
-            None => None,
-            Some((x, p)) => {
-                let s = json::string(x, &p)?;
-                if s.len() > 256 {
-                    return Err(InputError::new(&p, "must be at most 256 bytes"));
-                }
-                Some(s.to_owned())
-            }
-        };
-        let delta = match f.optional("delta") {
-            None => None,
-            Some((x, p)) => {
-                Some(check_delta_slack(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?)
-            }
-        };
-        let metadata = match f.optional("metadata") {
-            None => None,
-            Some((x, p)) => {
-                if !x.is_object() {
-                    return Err(InputError::new(&p, "must be an object"));
-                }
-                if x.to_string().len() > 16 * 1024 {
-                    return Err(InputError::new(&p, "must serialise to at most 16 KiB"));
-                }
-                Some(x.clone())
-            }
-        };
+        let label = label_field(&mut f)?;
+        let delta = delta_field(&mut f)?;
+        let metadata = metadata_field(&mut f)?;
+        let reserve = flag_field(&mut f, "reserve")?;
         f.finish()?;
         // serde_json's map is ordered by key, so this serialisation is canonical.
         let request_hash = format!("{:x}", Sha256::digest(v.to_string().as_bytes()));
@@ -205,6 +421,7 @@ impl ChargeRequest {
             metadata,
             idempotency_key,
             delta,
+            reserve,
             request_hash,
         })
     }

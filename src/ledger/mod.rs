@@ -12,6 +12,8 @@
 
 pub mod filter;
 pub mod input;
+mod units;
+pub use units::{RunPlan, RunView};
 
 use crate::accountant::certificate::{certify, Certificate, UnitDelta};
 use crate::accountant::composition::Composition;
@@ -21,7 +23,7 @@ use crate::accountant::{AccountantError, Event, NeighboringRelation};
 use crate::store::{Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
 pub use filter::GATE_TOLERANCE;
 use filter::{Admission, Exceeded, FilterState};
-use input::{Budget, ChargeRequest, NewDataset};
+use input::{Budget, BudgetPatch, ChargeRequest, NewDataset};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -62,6 +64,16 @@ pub enum LedgerError {
     Internal(String),
     #[error("dataset {0:?} has a corrupt stored state: {1}")]
     Corrupt(String, String),
+    #[error("charge {0:?} does not exist on this dataset")]
+    ChargeNotFound(String),
+    #[error("run {0:?} does not exist on this dataset")]
+    RunNotFound(String),
+    #[error("charge {charge:?} is {status}, not reserved")]
+    NotReserved { charge: String, status: String },
+    #[error("charge {0:?}: a unit whose outputs were released cannot be refunded; commit it")]
+    OutputsReleased(String),
+    #[error("run {0:?} has no chunk left to admit")]
+    RunComplete(String),
 }
 
 impl From<StoreError> for LedgerError {
@@ -106,8 +118,11 @@ pub struct DatasetView {
     pub remaining_mu: f64,
     /// δ_budget − Σδᵢ.
     pub remaining_delta: f64,
-    /// Units admitted (each charge is one unit).
+    /// Units counted by the filter (each charge or chunk is one unit; reserved ones count, released
+    /// ones do not).
     pub units: i64,
+    /// Units reserved and not yet committed or released (included in the spending above).
+    pub reserved_units: i64,
     /// μ of the exact composition of every charge (upper bound, at the budget's δ): valid only if
     /// the whole sequence had been fixed in advance; shown for comparison, never used to admit.
     pub exact_composition_mu: Option<f64>,
@@ -131,6 +146,12 @@ pub struct ChargeView {
     pub unit: Option<Certificate>,
     /// μ spent under the filter after this charge.
     pub mu_after: Option<f64>,
+    /// `committed`, `reserved` (counted by the filter; commit or release it) or `released`
+    /// (refunded: the caller stated no output of it was released).
+    pub status: String,
+    /// The run this charge is a chunk of, and its index.
+    pub run_id: Option<String>,
+    pub chunk: Option<i64>,
     pub created_at: String,
 }
 
@@ -141,6 +162,12 @@ pub struct EntryView {
     pub kind: String,
     pub charge: Option<ChargeView>,
     pub budget: Option<Budget>,
+    /// Commit and release entries: the charge they settle.
+    pub settles: Option<String>,
+    /// Run declarations: the run.
+    pub run_id: Option<String>,
+    /// Release entries: what the caller stated (`outputs_released`, `reason`).
+    pub statement: Option<Value>,
     pub created_at: String,
 }
 
@@ -194,6 +221,52 @@ pub struct ExactComposition {
 const EXACT_ONLY_IF: &str = "the whole sequence of charges had been fixed before any output was \
     seen; callers that chose charges after seeing results are covered only by the filter's figures";
 
+/// A unit to gate: a charge, or a run's chunk.
+struct UnitRequest {
+    event: Event,
+    /// The event as recorded.
+    event_json: Value,
+    delta: Option<f64>,
+    label: Option<String>,
+    metadata: Option<Value>,
+    idempotency_key: Option<String>,
+    request_hash: String,
+    reserve: bool,
+    /// The run and the chunk's index.
+    run: Option<(String, i64)>,
+}
+
+/// The dataset fields of an append that changes neither the budget nor the counts: the filter
+/// state `f` and the row's other figures.
+fn unchanged(row: &DatasetRow, f: &FilterState, updated_at: String) -> DatasetUpdate {
+    DatasetUpdate {
+        budget_mu: row.budget_mu,
+        budget_delta: row.budget_delta,
+        charges: row.charges,
+        mu_spent: f.mu(),
+        mu_sq_spent: f.mu_sq(),
+        delta_spent: f.delta(),
+        units: f.units(),
+        exact_mu: row.exact_mu,
+        reserved: row.reserved.unwrap_or(0),
+        settle: None,
+        updated_at,
+    }
+}
+
+/// Records the gate's latency and outcome.
+fn record_gate(id: &str, started: Instant, result: &Result<ChargeOutcome, LedgerError>) {
+    metrics::histogram!("privacy_ledger_gate_seconds").record(started.elapsed().as_secs_f64());
+    let outcome = match result {
+        Ok(o) if o.created => "admitted",
+        Ok(_) => "replayed",
+        Err(LedgerError::BudgetExceeded(_)) => "rejected",
+        Err(_) => "error",
+    };
+    metrics::counter!("privacy_ledger_charges_total", "dataset" => id.to_owned(), "outcome" => outcome)
+        .increment(1);
+}
+
 /// The datasets and their gate.
 pub struct Ledgers {
     store: Arc<dyn Store>,
@@ -243,6 +316,7 @@ fn view(row: &DatasetRow, f: &FilterState) -> DatasetView {
         remaining_mu: budget.remaining_mu(f),
         remaining_delta: budget.remaining_delta(f),
         units: f.units(),
+        reserved_units: row.reserved.unwrap_or(0),
         exact_composition_mu: row.exact_mu,
         charges: row.charges,
         version: row.version,
@@ -266,6 +340,9 @@ fn charge_view(e: &EntryRow) -> ChargeView {
             _ => None,
         },
         mu_after: e.mu_after,
+        status: e.status.clone().unwrap_or_else(|| "committed".into()),
+        run_id: e.run_id.clone(),
+        chunk: e.chunk,
         created_at: e.created_at.clone(),
     }
 }
@@ -354,6 +431,7 @@ fn gate_compute(
     budget: Budget,
     filter: FilterState,
     own_delta: Option<f64>,
+    exact: bool,
 ) -> Result<Gated, LedgerError> {
     let t = Instant::now();
     let path = crate::accountant::json::JsonPath::root().field("event");
@@ -366,13 +444,8 @@ fn gate_compute(
     )?;
     let (admission, unit) = budget.admits_first(&filter, &candidates);
     let exact = match admission {
-        Admission::Admitted(_) => {
-            let mut state = (*base).clone();
-            state.push(&event, &path)?;
-            let mu = state.guarantee()?.mu(budget.delta).upper;
-            Some((state, mu))
-        }
-        Admission::Rejected(_) => None,
+        Admission::Admitted(_) if exact => Some(exact_with(&base, &event, budget.delta)?),
+        _ => None,
     };
     metrics::histogram!("privacy_ledger_accountant_seconds").record(t.elapsed().as_secs_f64());
     Ok(Gated {
@@ -380,6 +453,19 @@ fn gate_compute(
         admission,
         exact,
     })
+}
+
+/// The exact composition with one more event, and its μ at the budget's δ (display only).
+fn exact_with(
+    base: &Composition,
+    event: &Event,
+    delta: f64,
+) -> Result<(Composition, Option<f64>), LedgerError> {
+    let path = crate::accountant::json::JsonPath::root().field("event");
+    let mut state = base.clone();
+    state.push(event, &path)?;
+    let mu = state.guarantee()?.mu(delta).upper;
+    Ok((state, mu))
 }
 
 /// The report of the filter's guarantee (the budget's: see [`Budget::guarantee`]); δ slack: that
@@ -579,8 +665,10 @@ impl Ledgers {
         }
     }
 
-    /// Creates a dataset with an empty ledger.
-    pub async fn create_dataset(&self, d: NewDataset) -> Result<DatasetView, LedgerError> {
+    /// Creates a dataset with an empty ledger. A retry of the same creation (same body) returns the
+    /// dataset with `created = false`; another body for an existing id is
+    /// [`LedgerError::AlreadyExists`].
+    pub async fn create_dataset(&self, d: NewDataset) -> Result<(DatasetView, bool), LedgerError> {
         let ts = now();
         let f = FilterState::empty();
         let row = DatasetRow {
@@ -597,13 +685,22 @@ impl Ledgers {
             delta_spent: Some(0.0),
             units: Some(0),
             exact_mu: Some(0.0),
+            reserved: Some(0),
+            create_hash: Some(d.request_hash.clone()),
             created_at: ts.clone(),
             updated_at: ts,
         };
         let state = Composition::new(d.neighboring_relation, d.grid_step).to_bytes();
         match self.store.create_dataset(&row, &state).await {
-            Ok(()) => Ok(view(&row, &f)),
-            Err(StoreError::AlreadyExists) => Err(LedgerError::AlreadyExists(d.id)),
+            Ok(()) => Ok((view(&row, &f), true)),
+            Err(StoreError::AlreadyExists) => {
+                let existing = self.row(&d.id).await?;
+                if existing.create_hash.as_deref() == Some(d.request_hash.as_str()) {
+                    Ok((view(&existing, &filter_of(&existing)?), false))
+                } else {
+                    Err(LedgerError::AlreadyExists(d.id))
+                }
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -639,46 +736,38 @@ impl Ledgers {
         Ok((items, next))
     }
 
-    /// Changes the budget (recorded as a ledger entry).
-    pub async fn update_budget(
-        &self,
-        id: &str,
-        budget: Budget,
-    ) -> Result<DatasetView, LedgerError> {
+    /// Changes the budget (recorded as a ledger entry; idempotent with a key).
+    pub async fn update_budget(&self, id: &str, patch: BudgetPatch) -> Result<Value, LedgerError> {
         self.row(id).await?;
         let lock = self.lock_for(id);
         let _guard = lock.lock().await;
+        let budget = patch.budget;
         for _ in 0..MAX_ATTEMPTS {
+            let key = patch.idempotency_key.as_deref();
+            if let Some(body) = self.replay(id, key, &patch.request_hash).await? {
+                return Ok(body);
+            }
             let row = self.row(id).await?;
             let f = filter_of(&row)?;
             let ts = now();
+            let mut after = row.clone();
+            (after.budget_mu, after.budget_delta) = (budget.mu, budget.delta);
+            after.version += 1;
+            after.updated_at = ts.clone();
+            let body = serde_json::to_value(view(&after, &f))
+                .map_err(|e| LedgerError::Internal(e.to_string()))?;
             let entry = EntryRow {
-                seq: 0,
-                kind: "budget".into(),
-                charge_id: None,
-                event: None,
-                label: None,
-                metadata: None,
-                idempotency_key: None,
-                request_hash: None,
-                mu_after: None,
-                unit_mu: None,
-                unit_delta: None,
                 budget_mu: Some(budget.mu),
                 budget_delta: Some(budget.delta),
-                response: None,
-                created_at: ts.clone(),
+                idempotency_key: patch.idempotency_key.clone(),
+                request_hash: Some(patch.request_hash.clone()),
+                response: Some(body.to_string()),
+                ..EntryRow::new("budget", ts.clone())
             };
             let update = DatasetUpdate {
                 budget_mu: budget.mu,
                 budget_delta: budget.delta,
-                charges: row.charges,
-                mu_spent: f.mu(),
-                mu_sq_spent: f.mu_sq(),
-                delta_spent: f.delta(),
-                units: f.units(),
-                exact_mu: row.exact_mu,
-                updated_at: ts,
+                ..unchanged(&row, &f, ts)
             };
             match self
                 .store
@@ -688,9 +777,9 @@ impl Ledgers {
                 Ok(_) => {
                     // The state did not change, only its version: keep the cache current.
                     self.bump_cached_version(id, row.version);
-                    return self.get_dataset(id).await;
+                    return Ok(body);
                 }
-                Err(StoreError::VersionConflict) => continue,
+                Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => continue,
                 Err(StoreError::NotFound) => return Err(LedgerError::NotFound(id.to_owned())),
                 Err(e) => return Err(e.into()),
             }
@@ -698,79 +787,96 @@ impl Ledgers {
         Err(LedgerError::Busy)
     }
 
-    /// The earlier outcome for an idempotency key, or an error if the key was used for another body.
+    /// The stored outcome of an earlier request with this idempotency key, or an error if the key
+    /// was used for another request (another body, or another operation).
     async fn replay(
         &self,
         id: &str,
-        req: &ChargeRequest,
-    ) -> Result<Option<ChargeOutcome>, LedgerError> {
-        let Some(key) = &req.idempotency_key else {
+        key: Option<&str>,
+        request_hash: &str,
+    ) -> Result<Option<Value>, LedgerError> {
+        let Some(key) = key else {
             return Ok(None);
         };
         let Some(e) = self.store.find_entry_by_key(id, key).await? else {
             return Ok(None);
         };
-        if e.request_hash.as_deref() != Some(req.request_hash.as_str()) {
-            return Err(LedgerError::IdempotencyKeyReused(key.clone()));
+        if e.request_hash.as_deref() != Some(request_hash) {
+            return Err(LedgerError::IdempotencyKeyReused(key.to_owned()));
         }
-        let body = e
-            .response
+        e.response
             .as_deref()
             .and_then(|r| serde_json::from_str(r).ok())
-            .ok_or_else(|| LedgerError::Internal("stored outcome unreadable".into()))?;
-        Ok(Some(ChargeOutcome {
-            created: false,
-            body,
-        }))
+            .map(Some)
+            .ok_or_else(|| LedgerError::Internal("stored outcome unreadable".into()))
     }
 
     /// Gates and, if admitted, appends a charge. See the module docs.
     #[tracing::instrument(skip(self, req), fields(dataset_id = %id))]
     pub async fn charge(&self, id: &str, req: ChargeRequest) -> Result<ChargeOutcome, LedgerError> {
+        let unit = UnitRequest {
+            event_json: req.event.to_json(),
+            event: req.event,
+            delta: req.delta,
+            label: req.label,
+            metadata: req.metadata,
+            idempotency_key: req.idempotency_key,
+            request_hash: req.request_hash,
+            reserve: req.reserve,
+            run: None,
+        };
+        self.admit(id, unit).await
+    }
+
+    /// Gates a unit and, if admitted, appends it (with metrics).
+    async fn admit(&self, id: &str, unit: UnitRequest) -> Result<ChargeOutcome, LedgerError> {
         let started = Instant::now();
         // Converts a version-1 ledger first (under the same lock, so not inside it).
         self.row(id).await?;
         let lock = self.lock_for(id);
         let _guard = lock.lock().await;
-        let result = self.charge_locked(id, &req).await;
-        metrics::histogram!("privacy_ledger_gate_seconds").record(started.elapsed().as_secs_f64());
-        let outcome = match &result {
-            Ok(o) if o.created => "admitted",
-            Ok(_) => "replayed",
-            Err(LedgerError::BudgetExceeded(_)) => "rejected",
-            Err(_) => "error",
-        };
-        metrics::counter!("privacy_ledger_charges_total", "dataset" => id.to_owned(), "outcome" => outcome)
-            .increment(1);
+        let result = async {
+            for _ in 0..MAX_ATTEMPTS {
+                let key = unit.idempotency_key.as_deref();
+                if let Some(body) = self.replay(id, key, &unit.request_hash).await? {
+                    return Ok(ChargeOutcome {
+                        created: false,
+                        body,
+                    });
+                }
+                let row = self.row(id).await?;
+                if let Some(o) = self.admit_once(id, &unit, row).await? {
+                    return Ok(o);
+                }
+            }
+            Err(LedgerError::Busy)
+        }
+        .await;
+        record_gate(id, started, &result);
         result
     }
 
-    async fn charge_locked(
+    /// One attempt to gate and append a unit on `row` (the dataset's lock held); `None` when
+    /// another writer appended first (the caller re-reads and tries again).
+    async fn admit_once(
         &self,
         id: &str,
-        req: &ChargeRequest,
-    ) -> Result<ChargeOutcome, LedgerError> {
-        for _ in 0..MAX_ATTEMPTS {
-            if let Some(o) = self.replay(id, req).await? {
-                return Ok(o);
-            }
-            let row = self.row(id).await?;
+        unit: &UnitRequest,
+        row: DatasetRow,
+    ) -> Result<Option<ChargeOutcome>, LedgerError> {
+        {
             let filter = filter_of(&row)?;
             let base = self.state(&row).await?;
             let budget = budget_of(&row);
-            let (event, own) = (req.event.clone(), req.delta);
-            let g = blocking(move || gate_compute(base, event, budget, filter, own)).await?;
-            let (after, (state, exact_mu)) = match (g.admission, g.exact) {
-                (Admission::Admitted(after), Some(exact)) => (after, exact),
-                (Admission::Rejected(why), _) => {
+            let (event, own, reserve) = (unit.event.clone(), unit.delta, unit.reserve);
+            let g =
+                blocking(move || gate_compute(base, event, budget, filter, own, !reserve)).await?;
+            let after = match g.admission {
+                Admission::Admitted(after) => after,
+                Admission::Rejected(why) => {
                     return Err(LedgerError::BudgetExceeded(Box::new(rejection(
                         &budget, &filter, g.unit, why,
                     ))))
-                }
-                (Admission::Admitted(_), None) => {
-                    return Err(LedgerError::Internal(
-                        "admitted without a composition".into(),
-                    ))
                 }
             };
             let relation = relation_of(&row);
@@ -784,67 +890,79 @@ impl Ledgers {
             })
             .await?;
             let ts = now();
+            let status = if unit.reserve {
+                "reserved"
+            } else {
+                "committed"
+            };
             let charge = ChargeView {
                 id: uuid::Uuid::new_v4().to_string(),
                 seq: row.version + 1,
-                event: req.event.to_json(),
-                label: req.label.clone(),
-                metadata: req.metadata.clone(),
-                idempotency_key: req.idempotency_key.clone(),
+                event: unit.event_json.clone(),
+                label: unit.label.clone(),
+                metadata: unit.metadata.clone(),
+                idempotency_key: unit.idempotency_key.clone(),
                 unit: Some(g.unit),
                 mu_after: Some(after.mu()),
+                status: status.into(),
+                run_id: unit.run.as_ref().map(|r| r.0.clone()),
+                chunk: unit.run.as_ref().map(|r| r.1),
                 created_at: ts.clone(),
             };
             let body = serde_json::json!({"charge": charge, "report": report});
             let entry = EntryRow {
                 seq: charge.seq,
-                kind: "charge".into(),
                 charge_id: Some(charge.id.clone()),
                 event: Some(charge.event.to_string()),
                 label: charge.label.clone(),
                 metadata: charge.metadata.as_ref().map(Value::to_string),
-                idempotency_key: req.idempotency_key.clone(),
-                request_hash: Some(req.request_hash.clone()),
+                idempotency_key: unit.idempotency_key.clone(),
+                request_hash: Some(unit.request_hash.clone()),
                 mu_after: Some(after.mu()),
                 unit_mu: Some(g.unit.mu()),
                 unit_delta: Some(g.unit.delta()),
-                budget_mu: None,
-                budget_delta: None,
                 response: Some(body.to_string()),
-                created_at: ts.clone(),
+                run_id: charge.run_id.clone(),
+                chunk: charge.chunk,
+                status: Some(status.into()),
+                ..EntryRow::new("charge", ts.clone())
             };
-            let update = DatasetUpdate {
-                budget_mu: budget.mu,
-                budget_delta: budget.delta,
+            let reserved = row.reserved.unwrap_or(0) + i64::from(unit.reserve);
+            let mut update = DatasetUpdate {
                 charges: row.charges + 1,
-                mu_spent: after.mu(),
-                mu_sq_spent: after.mu_sq(),
-                delta_spent: after.delta(),
-                units: after.units(),
-                exact_mu,
-                updated_at: ts,
+                reserved,
+                ..unchanged(&row, &after, ts)
             };
-            let state = Arc::new(state);
-            let bytes = state.to_bytes();
+            // A reserved unit joins the exact composition only when committed.
+            let state = match g.exact {
+                Some((state, exact_mu)) => {
+                    update.exact_mu = exact_mu;
+                    Some(Arc::new(state))
+                }
+                None => None,
+            };
+            let bytes = state.as_ref().map(|s| s.to_bytes());
             match self
                 .store
-                .append(id, row.version, &entry, &update, Some(&bytes))
+                .append(id, row.version, &entry, &update, bytes.as_deref())
                 .await
             {
                 Ok(_) => {
-                    self.remember(id, row.version + 1, state);
-                    return Ok(ChargeOutcome {
+                    match state {
+                        Some(state) => self.remember(id, row.version + 1, state),
+                        None => self.bump_cached_version(id, row.version),
+                    }
+                    Ok(Some(ChargeOutcome {
                         created: true,
                         body,
-                    });
+                    }))
                 }
                 // Another writer (replica) appended first, or took our key: start over.
-                Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => continue,
-                Err(StoreError::NotFound) => return Err(LedgerError::NotFound(id.to_owned())),
-                Err(e) => return Err(e.into()),
+                Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => Ok(None),
+                Err(StoreError::NotFound) => Err(LedgerError::NotFound(id.to_owned())),
+                Err(e) => Err(e.into()),
             }
         }
-        Err(LedgerError::Busy)
     }
 
     /// What a charge would do, with nothing written.
@@ -855,7 +973,7 @@ impl Ledgers {
         let budget = budget_of(&row);
         let relation = relation_of(&row);
         blocking(move || {
-            let g = gate_compute(base, req.event, budget, filter, req.delta)?;
+            let g = gate_compute(base, req.event, budget, filter, req.delta, false)?;
             let opts = ReportOptions::default();
             Ok(match g.admission {
                 Admission::Admitted(after) => Preview {
@@ -907,6 +1025,15 @@ impl Ledgers {
                     (Some(mu), Some(delta)) => Some(Budget { mu, delta }),
                     _ => None,
                 },
+                settles: e.ref_id.clone(),
+                run_id: (e.kind == "run").then(|| e.run_id.clone()).flatten(),
+                statement: (e.kind == "release")
+                    .then(|| {
+                        e.metadata
+                            .as_deref()
+                            .and_then(|m| serde_json::from_str(m).ok())
+                    })
+                    .flatten(),
                 created_at: e.created_at.clone(),
             })
             .collect();

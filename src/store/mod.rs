@@ -13,21 +13,40 @@
 //! Version 2 adds the adaptive filter's state: `datasets.mu_sq_spent`, `delta_spent`, `units`,
 //! `exact_mu` and `entries.unit_mu`, `unit_delta` (NULL on rows written by version 1 until the ledger
 //! converts them; `mu_spent_lower` is no longer read).
+//! Version 3 adds reservations and runs: `entries.ref_id` (the charge a commit or release settles),
+//! `run_id`, `chunk` (a run's declaration and its chunks), `status` (of a charge: `reserved`,
+//! `committed`, `released`; NULL = committed, as every charge before version 3 was), and
+//! `datasets.reserved` (open reservations) and `create_hash` (so a retried creation is recognised).
 
 /// Schema migrations after version 1, as (version, statements); the SQL is portable between
 /// SQLite and PostgreSQL (`REAL` is `float4` in PostgreSQL, so `DOUBLE PRECISION` is spelt out
 /// per store by [`migration_sql`]).
-pub const MIGRATIONS: &[(i64, &[&str])] = &[(
-    2,
-    &[
-        "ALTER TABLE datasets ADD COLUMN mu_sq_spent {F}",
-        "ALTER TABLE datasets ADD COLUMN delta_spent {F}",
-        "ALTER TABLE datasets ADD COLUMN units {I}",
-        "ALTER TABLE datasets ADD COLUMN exact_mu {F}",
-        "ALTER TABLE entries ADD COLUMN unit_mu {F}",
-        "ALTER TABLE entries ADD COLUMN unit_delta {F}",
-    ],
-)];
+pub const MIGRATIONS: &[(i64, &[&str])] = &[
+    (
+        2,
+        &[
+            "ALTER TABLE datasets ADD COLUMN mu_sq_spent {F}",
+            "ALTER TABLE datasets ADD COLUMN delta_spent {F}",
+            "ALTER TABLE datasets ADD COLUMN units {I}",
+            "ALTER TABLE datasets ADD COLUMN exact_mu {F}",
+            "ALTER TABLE entries ADD COLUMN unit_mu {F}",
+            "ALTER TABLE entries ADD COLUMN unit_delta {F}",
+        ],
+    ),
+    (
+        3,
+        &[
+            "ALTER TABLE entries ADD COLUMN ref_id TEXT",
+            "ALTER TABLE entries ADD COLUMN run_id TEXT",
+            "ALTER TABLE entries ADD COLUMN chunk {I}",
+            "ALTER TABLE entries ADD COLUMN status TEXT",
+            "ALTER TABLE datasets ADD COLUMN reserved {I}",
+            "ALTER TABLE datasets ADD COLUMN create_hash TEXT",
+            "CREATE INDEX IF NOT EXISTS entries_charge ON entries (dataset_id, charge_id)",
+            "CREATE INDEX IF NOT EXISTS entries_run ON entries (dataset_id, run_id)",
+        ],
+    ),
+];
 
 /// A migration statement with the store's float and integer type names.
 pub fn migration_sql(stmt: &str, float: &str, int: &str) -> String {
@@ -60,6 +79,10 @@ pub struct DatasetRow {
     pub units: Option<i64>,
     /// μ (upper) of the exact composition of all charges, for display only.
     pub exact_mu: Option<f64>,
+    /// Open reservations (`None` on rows written before schema version 3: none).
+    pub reserved: Option<i64>,
+    /// SHA-256 of the creating request, so a retried creation is recognised.
+    pub create_hash: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -81,9 +104,44 @@ pub struct EntryRow {
     pub unit_delta: Option<f64>,
     pub budget_mu: Option<f64>,
     pub budget_delta: Option<f64>,
-    /// The stored outcome (for idempotent replays of charges).
+    /// The stored outcome (for idempotent replays).
     pub response: Option<String>,
+    /// Commit and release entries: the charge they settle.
+    pub ref_id: Option<String>,
+    /// A run's declaration and its chunks: the run.
+    pub run_id: Option<String>,
+    /// A run's chunk: its index (from 0).
+    pub chunk: Option<i64>,
+    /// Charges: `reserved`, `committed` or `released` (`None`: committed, as before version 3).
+    pub status: Option<String>,
     pub created_at: String,
+}
+
+impl EntryRow {
+    /// An entry of `kind` with nothing else set.
+    pub fn new(kind: &str, created_at: String) -> Self {
+        EntryRow {
+            seq: 0,
+            kind: kind.to_owned(),
+            charge_id: None,
+            event: None,
+            label: None,
+            metadata: None,
+            idempotency_key: None,
+            request_hash: None,
+            mu_after: None,
+            unit_mu: None,
+            unit_delta: None,
+            budget_mu: None,
+            budget_delta: None,
+            response: None,
+            ref_id: None,
+            run_id: None,
+            chunk: None,
+            status: None,
+            created_at,
+        }
+    }
 }
 
 /// The dataset fields an append updates.
@@ -97,6 +155,12 @@ pub struct DatasetUpdate {
     pub delta_spent: f64,
     pub units: i64,
     pub exact_mu: Option<f64>,
+    /// Open reservations after the entry.
+    pub reserved: i64,
+    /// A commit or release: the reserved charge (by id) whose status becomes the given one, in the
+    /// same transaction (the append fails with [`StoreError::VersionConflict`] if that charge is
+    /// not reserved).
+    pub settle: Option<(String, String)>,
     pub updated_at: String,
 }
 
@@ -151,6 +215,10 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<DatasetRow>, StoreError>;
     /// The entry that used an idempotency key, if any.
     async fn find_entry_by_key(&self, id: &str, key: &str) -> Result<Option<EntryRow>, StoreError>;
+    /// The charge with this id, if any.
+    async fn find_charge(&self, id: &str, charge_id: &str) -> Result<Option<EntryRow>, StoreError>;
+    /// A run's entries (its declaration and its chunks), in order.
+    async fn list_run(&self, id: &str, run_id: &str) -> Result<Vec<EntryRow>, StoreError>;
     /// Entries of a kind (or all) with seq > `after`, in order.
     async fn list_entries(
         &self,

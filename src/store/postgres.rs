@@ -151,6 +151,8 @@ fn dataset_from_row(r: &PgRow) -> DatasetRow {
         delta_spent: r.get("delta_spent"),
         units: r.get("units"),
         exact_mu: r.get("exact_mu"),
+        reserved: r.get("reserved"),
+        create_hash: r.get("create_hash"),
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),
     }
@@ -172,15 +174,20 @@ fn entry_from_row(r: &PgRow) -> EntryRow {
         budget_mu: r.get("budget_mu"),
         budget_delta: r.get("budget_delta"),
         response: r.get("response"),
+        ref_id: r.get("ref_id"),
+        run_id: r.get("run_id"),
+        chunk: r.get("chunk"),
+        status: r.get("status"),
         created_at: r.get("created_at"),
     }
 }
 
 const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu, budget_delta, \
-    grid_step, version, charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, created_at, \
-    updated_at";
+    grid_step, version, charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, \
+    create_hash, created_at, updated_at";
 const ENTRY_COLUMNS: &str = "seq, kind, charge_id, event, label, metadata, idempotency_key, \
-    request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, response, created_at";
+    request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, response, ref_id, run_id, \
+    chunk, status, created_at";
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
@@ -192,8 +199,9 @@ impl Store for PostgresStore {
         let res = sqlx::query(
             "INSERT INTO datasets (id, description, neighboring_relation, budget_mu, budget_delta, \
              grid_step, version, charges, mu_spent, mu_spent_lower, mu_sq_spent, delta_spent, units, \
-             exact_mu, state, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+             exact_mu, reserved, create_hash, state, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+             $18, $19)",
         )
         .bind(&row.id)
         .bind(&row.description)
@@ -209,6 +217,8 @@ impl Store for PostgresStore {
         .bind(row.delta_spent)
         .bind(row.units)
         .bind(row.exact_mu)
+        .bind(row.reserved)
+        .bind(&row.create_hash)
         .bind(state)
         .bind(&row.created_at)
         .bind(&row.updated_at)
@@ -269,6 +279,33 @@ impl Store for PostgresStore {
         Ok(row.as_ref().map(entry_from_row))
     }
 
+    async fn find_charge(&self, id: &str, charge_id: &str) -> Result<Option<EntryRow>, StoreError> {
+        let q = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = $1 AND charge_id = $2 \
+             AND kind = 'charge'"
+        );
+        let row = sqlx::query(&q)
+            .bind(id)
+            .bind(charge_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.as_ref().map(entry_from_row))
+    }
+
+    async fn list_run(&self, id: &str, run_id: &str) -> Result<Vec<EntryRow>, StoreError> {
+        let q = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = $1 AND run_id = $2 ORDER BY seq"
+        );
+        let rows = sqlx::query(&q)
+            .bind(id)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(entry_from_row).collect())
+    }
+
     async fn list_entries(
         &self,
         id: &str,
@@ -304,8 +341,8 @@ impl Store for PostgresStore {
         let res = sqlx::query(
             "UPDATE datasets SET version = version + 1, budget_mu = $1, budget_delta = $2, \
              charges = $3, mu_spent = $4, mu_spent_lower = $5, mu_sq_spent = $6, delta_spent = $7, \
-             units = $8, exact_mu = $9, state = COALESCE($10, state), updated_at = $11 \
-             WHERE id = $12 AND version = $13",
+             units = $8, exact_mu = $9, state = COALESCE($10, state), updated_at = $11, \
+             reserved = $14 WHERE id = $12 AND version = $13",
         )
         .bind(update.budget_mu)
         .bind(update.budget_delta)
@@ -320,6 +357,7 @@ impl Store for PostgresStore {
         .bind(&update.updated_at)
         .bind(id)
         .bind(expected_version)
+        .bind(update.reserved)
         .execute(&mut *tx)
         .await
         .map_err(unavailable)?;
@@ -335,12 +373,28 @@ impl Store for PostgresStore {
                 StoreError::NotFound
             });
         }
+        if let Some((charge_id, status)) = &update.settle {
+            let res = sqlx::query(
+                "UPDATE entries SET status = $1 WHERE dataset_id = $2 AND charge_id = $3 \
+                 AND kind = 'charge' AND status = 'reserved'",
+            )
+            .bind(status)
+            .bind(id)
+            .bind(charge_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+            if res.rows_affected() != 1 {
+                return Err(StoreError::VersionConflict);
+            }
+        }
         let seq = expected_version + 1;
         let ins = sqlx::query(
             "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
              idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, \
-             response, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+             response, ref_id, run_id, chunk, status, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+             $18, $19, $20)",
         )
         .bind(id)
         .bind(seq)
@@ -357,6 +411,10 @@ impl Store for PostgresStore {
         .bind(entry.budget_mu)
         .bind(entry.budget_delta)
         .bind(&entry.response)
+        .bind(&entry.ref_id)
+        .bind(&entry.run_id)
+        .bind(entry.chunk)
+        .bind(&entry.status)
         .bind(&entry.created_at)
         .execute(&mut *tx)
         .await;

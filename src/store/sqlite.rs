@@ -163,6 +163,8 @@ pub(crate) fn dataset_from_row(r: &SqliteRow) -> DatasetRow {
         delta_spent: r.get("delta_spent"),
         units: r.get("units"),
         exact_mu: r.get("exact_mu"),
+        reserved: r.get("reserved"),
+        create_hash: r.get("create_hash"),
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),
     }
@@ -184,15 +186,20 @@ fn entry_from_row(r: &SqliteRow) -> EntryRow {
         budget_mu: r.get("budget_mu"),
         budget_delta: r.get("budget_delta"),
         response: r.get("response"),
+        ref_id: r.get("ref_id"),
+        run_id: r.get("run_id"),
+        chunk: r.get("chunk"),
+        status: r.get("status"),
         created_at: r.get("created_at"),
     }
 }
 
 const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu, budget_delta, \
-    grid_step, version, charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, created_at, \
-    updated_at";
+    grid_step, version, charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, \
+    create_hash, created_at, updated_at";
 const ENTRY_COLUMNS: &str = "seq, kind, charge_id, event, label, metadata, idempotency_key, \
-    request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, response, created_at";
+    request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, response, ref_id, run_id, \
+    chunk, status, created_at";
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
@@ -204,8 +211,8 @@ impl Store for SqliteStore {
         let res = sqlx::query(
             "INSERT INTO datasets (id, description, neighboring_relation, budget_mu, budget_delta, \
              grid_step, version, charges, mu_spent, mu_spent_lower, mu_sq_spent, delta_spent, units, \
-             exact_mu, state, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             exact_mu, reserved, create_hash, state, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&row.id)
         .bind(&row.description)
@@ -221,6 +228,8 @@ impl Store for SqliteStore {
         .bind(row.delta_spent)
         .bind(row.units)
         .bind(row.exact_mu)
+        .bind(row.reserved)
+        .bind(&row.create_hash)
         .bind(state)
         .bind(&row.created_at)
         .bind(&row.updated_at)
@@ -280,6 +289,33 @@ impl Store for SqliteStore {
         Ok(row.as_ref().map(entry_from_row))
     }
 
+    async fn find_charge(&self, id: &str, charge_id: &str) -> Result<Option<EntryRow>, StoreError> {
+        let q = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = ? AND charge_id = ? \
+             AND kind = 'charge'"
+        );
+        let row = sqlx::query(&q)
+            .bind(id)
+            .bind(charge_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.as_ref().map(entry_from_row))
+    }
+
+    async fn list_run(&self, id: &str, run_id: &str) -> Result<Vec<EntryRow>, StoreError> {
+        let q = format!(
+            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = ? AND run_id = ? ORDER BY seq"
+        );
+        let rows = sqlx::query(&q)
+            .bind(id)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(entry_from_row).collect())
+    }
+
     async fn list_entries(
         &self,
         id: &str,
@@ -315,7 +351,7 @@ impl Store for SqliteStore {
         let res = sqlx::query(
             "UPDATE datasets SET version = version + 1, budget_mu = ?, budget_delta = ?, \
              charges = ?, mu_spent = ?, mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, \
-             units = ?, exact_mu = ?, state = COALESCE(?, state), updated_at = ? \
+             units = ?, exact_mu = ?, reserved = ?, state = COALESCE(?, state), updated_at = ? \
              WHERE id = ? AND version = ?",
         )
         .bind(update.budget_mu)
@@ -327,6 +363,7 @@ impl Store for SqliteStore {
         .bind(update.delta_spent)
         .bind(update.units)
         .bind(update.exact_mu)
+        .bind(update.reserved)
         .bind(state)
         .bind(&update.updated_at)
         .bind(id)
@@ -346,12 +383,27 @@ impl Store for SqliteStore {
                 StoreError::NotFound
             });
         }
+        if let Some((charge_id, status)) = &update.settle {
+            let res = sqlx::query(
+                "UPDATE entries SET status = ? WHERE dataset_id = ? AND charge_id = ? \
+                 AND kind = 'charge' AND status = 'reserved'",
+            )
+            .bind(status)
+            .bind(id)
+            .bind(charge_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+            if res.rows_affected() != 1 {
+                return Err(StoreError::VersionConflict);
+            }
+        }
         let seq = expected_version + 1;
         let ins = sqlx::query(
             "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
              idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, \
-             response, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             response, ref_id, run_id, chunk, status, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(id)
         .bind(seq)
@@ -368,6 +420,10 @@ impl Store for SqliteStore {
         .bind(entry.budget_mu)
         .bind(entry.budget_delta)
         .bind(&entry.response)
+        .bind(&entry.ref_id)
+        .bind(&entry.run_id)
+        .bind(entry.chunk)
+        .bind(&entry.status)
         .bind(&entry.created_at)
         .execute(&mut *tx)
         .await;

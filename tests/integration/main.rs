@@ -9,4 +9,5 @@ mod gdp_extremes;
 mod pld;
 mod properties;
 mod replicas;
+mod runs;
 mod store;

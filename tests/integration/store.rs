@@ -26,6 +26,8 @@ fn dataset(id: &str) -> DatasetRow {
         delta_spent: Some(0.0),
         units: Some(0),
         exact_mu: Some(0.0),
+        reserved: Some(0),
+        create_hash: Some("h0".into()),
         created_at: "2026-01-01T00:00:00.000Z".into(),
         updated_at: "2026-01-01T00:00:00.000Z".into(),
     }
@@ -47,6 +49,10 @@ fn entry(key: Option<&str>) -> EntryRow {
         budget_mu: None,
         budget_delta: None,
         response: Some("{}".into()),
+        ref_id: None,
+        run_id: None,
+        chunk: None,
+        status: Some("committed".into()),
         created_at: "2026-01-01T00:00:01.000Z".into(),
     }
 }
@@ -61,6 +67,8 @@ fn update(charges: i64, mu: f64) -> DatasetUpdate {
         delta_spent: 0.0,
         units: charges,
         exact_mu: Some(mu),
+        reserved: 0,
+        settle: None,
         updated_at: "2026-01-01T00:00:01.000Z".into(),
     }
 }
@@ -152,6 +160,31 @@ async fn contract(store: Arc<dyn Store>) {
         store.list_entries(&id, None, 1, 10).await.unwrap()[0].seq,
         2
     );
+
+    // Reservations: a reserved chunk of a run, found by charge id and by run; settling it updates
+    // its status in the same transaction, once.
+    let mut r = entry(Some("k3"));
+    (r.charge_id, r.status) = (Some("c3".into()), Some("reserved".into()));
+    (r.run_id, r.chunk) = (Some("run1".into()), Some(0));
+    assert_eq!(store.append(&id, 2, &r, &update(2, 0.2), None).await, Ok(3));
+    let c3 = store.find_charge(&id, "c3").await.unwrap().unwrap();
+    assert_eq!((c3.seq, c3.status.as_deref()), (3, Some("reserved")));
+    assert!(store.find_charge(&id, "nope").await.unwrap().is_none());
+    let run = store.list_run(&id, "run1").await.unwrap();
+    assert_eq!(run.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3]);
+    let mut settle = update(2, 0.2);
+    settle.settle = Some(("c3".into(), "committed".into()));
+    let mut commit = entry(None);
+    (commit.kind, commit.charge_id, commit.ref_id) = ("commit".into(), None, Some("c3".into()));
+    assert_eq!(store.append(&id, 3, &commit, &settle, None).await, Ok(4));
+    let c3 = store.find_charge(&id, "c3").await.unwrap().unwrap();
+    assert_eq!(c3.status.as_deref(), Some("committed"));
+    // Settling a charge that is not reserved any more writes nothing.
+    assert_eq!(
+        store.append(&id, 4, &commit, &settle, None).await,
+        Err(StoreError::VersionConflict)
+    );
+    assert_eq!(store.get_dataset(&id).await.unwrap().unwrap().version, 4);
 
     store
         .create_dataset(&dataset(&format!("{p}-b")), b"")

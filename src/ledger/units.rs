@@ -1,0 +1,464 @@
+//! Runs and reservations: units admitted when the caller asks for them, and units held before their
+//! outputs exist.
+//!
+//! * A **run** (e.g. DP-SGD) is declared with its step event, its number of steps and a chunk size;
+//!   declaring it charges nothing. Each chunk (`chunk_steps` steps, the last one possibly shorter)
+//!   is a unit, admitted by the gate when the caller asks for the next one, so a run that stops
+//!   early is never charged for chunks it did not run. Inside a chunk the steps are composed
+//!   exactly (their parameters were fixed when the chunk was admitted).
+//! * Any unit (a charge or a chunk) may be **reserved**: the filter counts it at once (the gate
+//!   admits it exactly as a charge), and it is later **committed** (it stays counted and joins the
+//!   exact composition shown beside the filter) or **released**. A release refunds the unit — the
+//!   filter forgets its (μᵢ, δᵢ) — and is allowed only while none of its outputs was released: the
+//!   caller states `outputs_released: false`, and the ledger records the statement. A unit whose
+//!   mechanism never ran, or whose outputs nobody saw, is a unit with μ = 0 and δ = 0 in the
+//!   filter's argument (the filter lets each unit's parameters depend on everything before it), so
+//!   the refund keeps the filter's guarantee; a false statement by the caller voids it, which is why
+//!   it is recorded.
+//!
+//! Every state change takes an Idempotency-Key: a retry returns the stored outcome.
+
+use super::filter::FilterState;
+use super::input::{ChunkRequest, RunRequest, SettleRequest};
+use super::{
+    blocking, budget_of, exact_with, filter_of, now, relation_of, unchanged, unit_delta,
+    ChargeOutcome, LedgerError, Ledgers, UnitRequest, MAX_ATTEMPTS,
+};
+use crate::accountant::certificate::{certify, Certificate};
+use crate::accountant::event::Count;
+use crate::accountant::json::JsonPath;
+use crate::accountant::Event;
+use crate::store::{DatasetUpdate, EntryRow, StoreError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A declared run and its progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Run)]
+pub struct RunView {
+    pub id: String,
+    /// One step.
+    #[schema(value_type = Object)]
+    pub event: Value,
+    pub steps: u64,
+    pub chunk_steps: u64,
+    pub chunks: u64,
+    /// The δᵢ the caller set for each chunk, if any.
+    pub delta: Option<f64>,
+    pub label: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+    /// The figures fixed at declaration.
+    #[serde(flatten)]
+    pub plan: RunPlan,
+    /// Chunks committed, reserved (counted, not settled) and released (refunded).
+    pub chunks_committed: u64,
+    pub chunks_reserved: u64,
+    pub chunks_released: u64,
+    /// The chunk the next request admits (`None`: every chunk is admitted).
+    pub next_chunk: Option<u64>,
+    pub created_at: String,
+}
+
+/// What a run costs, computed when it is declared (at the dataset's budget then).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RunPlan {
+    /// The certificate (μᵢ, δᵢ) of a full chunk.
+    pub chunk_unit: Certificate,
+    /// The certificate of the last chunk when it is shorter.
+    pub last_chunk_unit: Option<Certificate>,
+    /// What the whole run adds to the filter: √(Σ over its chunks of μᵢ²) (rounded up) and Σδᵢ.
+    pub run_mu: f64,
+    pub run_delta: f64,
+    /// μ (upper, at the budget's δ) of the exact composition of all steps as one unit: what the run
+    /// would cost with one chunk; the difference to `run_mu` is the price of chunking.
+    pub run_mu_as_one_unit: Option<f64>,
+}
+
+/// A run's declaration as stored (`entries.event` of its `run` entry).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RunSpec {
+    event: Value,
+    steps: u64,
+    chunk_steps: u64,
+    delta: Option<f64>,
+    plan: RunPlan,
+}
+
+/// Steps in chunk `i` of a run.
+fn chunk_len(steps: u64, chunk_steps: u64, i: u64) -> u64 {
+    chunk_steps.min(steps - i * chunk_steps)
+}
+
+/// `count` steps of `step` as one event.
+fn repeated(step: &Event, count: u64) -> Result<Event, LedgerError> {
+    if count == 1 {
+        return Ok(step.clone());
+    }
+    let count = Count::new(count).map_err(LedgerError::Internal)?;
+    Ok(Event::SelfComposed {
+        count,
+        event: Box::new(step.clone()),
+    })
+}
+
+fn internal(e: impl std::fmt::Display) -> LedgerError {
+    LedgerError::Internal(e.to_string())
+}
+
+fn spec_of(decl: &EntryRow, id: &str) -> Result<RunSpec, LedgerError> {
+    decl.event
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .ok_or_else(|| LedgerError::Corrupt(id.to_owned(), format!("run entry {}", decl.seq)))
+}
+
+/// The run's view from its entries (the declaration first, then its chunks).
+fn run_view(entries: &[EntryRow], id: &str) -> Result<RunView, LedgerError> {
+    let decl = &entries[0];
+    let spec = spec_of(decl, id)?;
+    let chunks = spec.steps.div_ceil(spec.chunk_steps);
+    let (mut committed, mut reserved, mut released) = (0, 0, 0);
+    let mut taken = vec![false; chunks as usize];
+    for e in entries.iter().filter(|e| e.kind == "charge") {
+        match e.status.as_deref() {
+            Some("released") => released += 1,
+            s => {
+                if s == Some("reserved") {
+                    reserved += 1;
+                } else {
+                    committed += 1;
+                }
+                if let Some(t) = e.chunk.and_then(|c| taken.get_mut(c as usize)) {
+                    *t = true;
+                }
+            }
+        }
+    }
+    let parse = |s: &Option<String>| s.as_deref().and_then(|t| serde_json::from_str(t).ok());
+    Ok(RunView {
+        id: decl.run_id.clone().unwrap_or_default(),
+        event: spec.event,
+        steps: spec.steps,
+        chunk_steps: spec.chunk_steps,
+        chunks,
+        delta: spec.delta,
+        label: decl.label.clone(),
+        metadata: parse(&decl.metadata),
+        plan: spec.plan,
+        chunks_committed: committed,
+        chunks_reserved: reserved,
+        chunks_released: released,
+        next_chunk: taken.iter().position(|t| !t).map(|i| i as u64),
+        created_at: decl.created_at.clone(),
+    })
+}
+
+impl Ledgers {
+    /// Declares a run: records it and what it would cost; charges nothing.
+    pub async fn declare_run(&self, id: &str, req: RunRequest) -> Result<RunView, LedgerError> {
+        let row = self.row(id).await?;
+        if let Some(body) = self
+            .replay(id, req.idempotency_key.as_deref(), &req.request_hash)
+            .await?
+        {
+            return serde_json::from_value(body).map_err(internal);
+        }
+        // The plan does not depend on the ledger's state, only on the budget's default δ rule.
+        let (relation, h, budget) = (relation_of(&row), row.grid_step, budget_of(&row));
+        let (step, steps, chunk_steps, own) =
+            (req.event.clone(), req.steps, req.chunk_steps, req.delta);
+        let plan = blocking(move || {
+            let path = JsonPath::root().field("event");
+            let cert = |n: u64| -> Result<Certificate, LedgerError> {
+                let ev = repeated(&step, n)?;
+                Ok(certify(&ev, relation, h, unit_delta(&budget, own), &path)?[0])
+            };
+            let chunk_unit = cert(chunk_steps)?;
+            let chunks = steps.div_ceil(chunk_steps);
+            let last = chunk_len(steps, chunk_steps, chunks - 1);
+            let last_chunk_unit = if last == chunk_steps {
+                None
+            } else {
+                Some(cert(last)?)
+            };
+            let full = if last_chunk_unit.is_some() {
+                chunks - 1
+            } else {
+                chunks
+            };
+            let mut s = FilterState::empty();
+            for _ in 0..full {
+                s = s.with(&chunk_unit);
+            }
+            if let Some(u) = last_chunk_unit {
+                s = s.with(&u);
+            }
+            let base = crate::accountant::composition::Composition::new(relation, h);
+            let whole = repeated(&step, steps)?;
+            // Too large or unsupported as one unit is not an error of the run: only a figure less.
+            let run_mu_as_one_unit = exact_with(&base, &whole, budget.delta)
+                .ok()
+                .and_then(|x| x.1);
+            Ok(RunPlan {
+                chunk_unit,
+                last_chunk_unit,
+                run_mu: s.mu(),
+                run_delta: s.delta(),
+                run_mu_as_one_unit,
+            })
+        })
+        .await?;
+        let spec = RunSpec {
+            event: req.event.to_json(),
+            steps: req.steps,
+            chunk_steps: req.chunk_steps,
+            delta: req.delta,
+            plan,
+        };
+        let lock = self.lock_for(id);
+        let _guard = lock.lock().await;
+        let run_id = uuid::Uuid::new_v4().to_string();
+        for _ in 0..MAX_ATTEMPTS {
+            if let Some(body) = self
+                .replay(id, req.idempotency_key.as_deref(), &req.request_hash)
+                .await?
+            {
+                return serde_json::from_value(body).map_err(internal);
+            }
+            let row = self.row(id).await?;
+            let f = filter_of(&row)?;
+            let ts = now();
+            let mut entry = EntryRow {
+                seq: row.version + 1,
+                event: Some(serde_json::to_string(&spec).map_err(internal)?),
+                label: req.label.clone(),
+                metadata: req.metadata.as_ref().map(Value::to_string),
+                idempotency_key: req.idempotency_key.clone(),
+                request_hash: Some(req.request_hash.clone()),
+                unit_mu: Some(plan.chunk_unit.mu()),
+                unit_delta: Some(plan.chunk_unit.delta()),
+                run_id: Some(run_id.clone()),
+                ..EntryRow::new("run", ts.clone())
+            };
+            let view = run_view(std::slice::from_ref(&entry), id)?;
+            entry.response = Some(serde_json::to_string(&view).map_err(internal)?);
+            match self
+                .store
+                .append(id, row.version, &entry, &unchanged(&row, &f, ts), None)
+                .await
+            {
+                Ok(_) => {
+                    self.bump_cached_version(id, row.version);
+                    return Ok(view);
+                }
+                Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => continue,
+                Err(StoreError::NotFound) => return Err(LedgerError::NotFound(id.to_owned())),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(LedgerError::Busy)
+    }
+
+    /// A run with its progress.
+    pub async fn get_run(&self, id: &str, run_id: &str) -> Result<RunView, LedgerError> {
+        self.row(id).await?;
+        let entries = self.store.list_run(id, run_id).await?;
+        if entries.first().map(|e| e.kind.as_str()) != Some("run") {
+            return Err(LedgerError::RunNotFound(run_id.to_owned()));
+        }
+        run_view(&entries, id)
+    }
+
+    /// Admits (or reserves) the run's next chunk as a unit: `{charge, report}` as a charge.
+    #[tracing::instrument(skip(self, req), fields(dataset_id = %id, run_id = %run_id))]
+    pub async fn run_chunk(
+        &self,
+        id: &str,
+        run_id: &str,
+        req: ChunkRequest,
+    ) -> Result<ChargeOutcome, LedgerError> {
+        let started = std::time::Instant::now();
+        self.row(id).await?;
+        let lock = self.lock_for(id);
+        let _guard = lock.lock().await;
+        let result = async {
+            for _ in 0..MAX_ATTEMPTS {
+                let key = req.idempotency_key.as_deref();
+                if let Some(body) = self.replay(id, key, &req.request_hash).await? {
+                    return Ok(ChargeOutcome {
+                        created: false,
+                        body,
+                    });
+                }
+                let row = self.row(id).await?;
+                let entries = self.store.list_run(id, run_id).await?;
+                if entries.first().map(|e| e.kind.as_str()) != Some("run") {
+                    return Err(LedgerError::RunNotFound(run_id.to_owned()));
+                }
+                let run = run_view(&entries, id)?;
+                let Some(chunk) = run.next_chunk else {
+                    return Err(LedgerError::RunComplete(run_id.to_owned()));
+                };
+                let step = super::input::parse_event(&run.event, &JsonPath::root().field("event"))
+                    .map_err(|e| LedgerError::Corrupt(id.to_owned(), format!("run: {e}")))?;
+                let event = repeated(&step, chunk_len(run.steps, run.chunk_steps, chunk))?;
+                let unit = UnitRequest {
+                    event_json: event.to_json(),
+                    event,
+                    delta: run.delta,
+                    label: run.label.clone(),
+                    metadata: run.metadata.clone(),
+                    idempotency_key: req.idempotency_key.clone(),
+                    request_hash: req.request_hash.clone(),
+                    reserve: req.reserve,
+                    run: Some((run_id.to_owned(), chunk as i64)),
+                };
+                // The version CAS of the append also guards the chunk choice: a chunk admitted
+                // meanwhile (by another replica) moved the version, and this attempt starts over.
+                if let Some(o) = self.admit_once(id, &unit, row).await? {
+                    return Ok(o);
+                }
+            }
+            Err(LedgerError::Busy)
+        }
+        .await;
+        super::record_gate(id, started, &result);
+        result
+    }
+
+    /// Commits a reserved unit: it stays counted and joins the exact composition.
+    pub async fn commit(
+        &self,
+        id: &str,
+        charge_id: &str,
+        req: SettleRequest,
+    ) -> Result<Value, LedgerError> {
+        self.settle(id, charge_id, req, false).await
+    }
+
+    /// Releases a reserved unit whose outputs were never released: the filter forgets it.
+    pub async fn release(
+        &self,
+        id: &str,
+        charge_id: &str,
+        req: SettleRequest,
+    ) -> Result<Value, LedgerError> {
+        if req.outputs_released != Some(false) {
+            return Err(LedgerError::OutputsReleased(charge_id.to_owned()));
+        }
+        self.settle(id, charge_id, req, true).await
+    }
+
+    async fn settle(
+        &self,
+        id: &str,
+        charge_id: &str,
+        req: SettleRequest,
+        release: bool,
+    ) -> Result<Value, LedgerError> {
+        self.row(id).await?;
+        let lock = self.lock_for(id);
+        let _guard = lock.lock().await;
+        for _ in 0..MAX_ATTEMPTS {
+            let key = req.idempotency_key.as_deref();
+            if let Some(body) = self.replay(id, key, &req.request_hash).await? {
+                return Ok(body);
+            }
+            let row = self.row(id).await?;
+            let charge = self
+                .store
+                .find_charge(id, charge_id)
+                .await?
+                .ok_or_else(|| LedgerError::ChargeNotFound(charge_id.to_owned()))?;
+            let status = charge.status.clone().unwrap_or_else(|| "committed".into());
+            if status != "reserved" {
+                return Err(LedgerError::NotReserved {
+                    charge: charge_id.to_owned(),
+                    status,
+                });
+            }
+            let unit = match (charge.unit_mu, charge.unit_delta) {
+                (Some(m), Some(d)) => Certificate::new(m, d),
+                _ => None,
+            }
+            .ok_or_else(|| {
+                LedgerError::Corrupt(id.to_owned(), format!("charge {charge_id}: no certificate"))
+            })?;
+            let f = filter_of(&row)?;
+            let ts = now();
+            let mut update = unchanged(&row, &f, ts.clone());
+            update.reserved = (update.reserved - 1).max(0);
+            let new_status = if release { "released" } else { "committed" };
+            update.settle = Some((charge_id.to_owned(), new_status.to_owned()));
+            let mut state = None;
+            if release {
+                let after = f.without(&unit);
+                update = DatasetUpdate {
+                    mu_spent: after.mu(),
+                    mu_sq_spent: after.mu_sq(),
+                    delta_spent: after.delta(),
+                    units: after.units(),
+                    ..update
+                };
+            } else {
+                // The committed unit joins the exact composition (display only).
+                let base = self.state(&row).await?;
+                let event = charge
+                    .event
+                    .as_deref()
+                    .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                    .ok_or_else(|| LedgerError::Corrupt(id.to_owned(), "charge event".into()))?;
+                let event = super::input::parse_event(&event, &JsonPath::root().field("event"))
+                    .map_err(|e| LedgerError::Corrupt(id.to_owned(), e.to_string()))?;
+                let delta = row.budget_delta;
+                let (s, mu) = blocking(move || exact_with(&base, &event, delta)).await?;
+                update.exact_mu = mu;
+                state = Some(Arc::new(s));
+            }
+            let mut settled = super::charge_view(&charge);
+            settled.status = new_status.to_owned();
+            let body = serde_json::json!({
+                "charge": settled,
+                "refund": release.then(|| serde_json::json!({"mu": unit.mu(), "delta": unit.delta()})),
+                "mu_spent": update.mu_spent,
+                "delta_spent": update.delta_spent,
+            });
+            let statement = release.then(|| {
+                serde_json::json!({"outputs_released": false, "reason": req.reason}).to_string()
+            });
+            let entry = EntryRow {
+                seq: row.version + 1,
+                idempotency_key: req.idempotency_key.clone(),
+                request_hash: Some(req.request_hash.clone()),
+                ref_id: Some(charge_id.to_owned()),
+                run_id: charge.run_id.clone(),
+                chunk: charge.chunk,
+                metadata: statement,
+                unit_mu: Some(unit.mu()),
+                unit_delta: Some(unit.delta()),
+                response: Some(body.to_string()),
+                ..EntryRow::new(if release { "release" } else { "commit" }, ts)
+            };
+            let bytes = state.as_ref().map(|s| s.to_bytes());
+            match self
+                .store
+                .append(id, row.version, &entry, &update, bytes.as_deref())
+                .await
+            {
+                Ok(_) => {
+                    match state {
+                        Some(s) => self.remember(id, row.version + 1, s),
+                        None => self.bump_cached_version(id, row.version),
+                    }
+                    return Ok(body);
+                }
+                Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => continue,
+                Err(StoreError::NotFound) => return Err(LedgerError::NotFound(id.to_owned())),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(LedgerError::Busy)
+    }
+}

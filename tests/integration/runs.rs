@@ -1,0 +1,428 @@
+//! Runs (units admitted chunk by chunk), reservations (commit, release with refund) and idempotency
+//! of every state change, through the API.
+
+use crate::api::{spawn_app, TestApp};
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+
+/// Closed-form sums here are of a few doubles; the stored sums are rounded up at each step, so
+/// they sit a few ulps above the exact value.
+const SUM_TOLERANCE: f64 = 1e-12;
+
+fn gdp(mu: f64) -> Value {
+    json!({"type": "gdp", "mu": mu})
+}
+
+/// One DP-SGD step: Poisson sampling at q around a Gaussian with noise multiplier σ.
+fn sgd_step(q: f64, sigma: f64) -> Value {
+    json!({"type": "poisson_sampled", "sampling_rate": q,
+           "event": {"type": "gaussian", "noise_multiplier": sigma}})
+}
+
+async fn keyed(
+    app: &TestApp,
+    method: &str,
+    uri: &str,
+    body: Value,
+    key: &str,
+) -> (StatusCode, Value) {
+    app.call(method, uri, Some(&body), &[("idempotency-key", key)])
+        .await
+}
+
+async fn dataset(app: &TestApp) -> Value {
+    app.get("/v1/datasets/d").await.1
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[tokio::test]
+async fn a_run_is_charged_chunk_by_chunk_and_stopping_early_charges_nothing_more() {
+    let app = spawn_app().await;
+    app.dataset("d", 3.0).await;
+    let (s, run) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": sgd_step(0.01, 1.0), "steps": 1000, "chunk_steps": 300,
+                   "label": "fine-tune"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    assert_eq!(
+        (run["chunks"].as_u64(), run["next_chunk"].as_u64()),
+        (Some(4), Some(0))
+    );
+    let chunk_mu = f(&run["chunk_unit"]["mu"]);
+    let last_mu = f(&run["last_chunk_unit"]["mu"]);
+    // 3 chunks of 300 steps and one of 100: the last one is cheaper. (Not by √3: at δᵢ = δ_B/1000
+    // a chunk's μ is set by the tails of its privacy loss, not by the CLT: 0.420 vs 0.465.)
+    assert!(last_mu < chunk_mu, "{run}");
+    let run_mu = f(&run["run_mu"]);
+    let expected = (3.0 * chunk_mu * chunk_mu + last_mu * last_mu).sqrt();
+    assert!(
+        run_mu >= expected && run_mu < expected * (1.0 + SUM_TOLERANCE),
+        "{run}"
+    );
+    // As one unit the run costs less (0.516 at the budget's δ against 0.908 in 4 chunks): the
+    // price of being able to stop early without a reservation is shown before anything is spent.
+    assert!(f(&run["run_mu_as_one_unit"]) < run_mu, "{run}");
+    // Declaring charges nothing.
+    let d = dataset(&app).await;
+    assert_eq!((d["units"].as_i64(), f(&d["mu_spent"])), (Some(0), 0.0));
+    let id = run["id"].as_str().unwrap().to_owned();
+    let uri = format!("/v1/datasets/d/runs/{id}/chunks");
+
+    // The first chunk: a unit like a charge, with the run and the index recorded.
+    let (s, b) = app.call("POST", &uri, None, &[]).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["charge"]["run_id"], id.as_str());
+    assert_eq!(
+        (
+            b["charge"]["chunk"].as_i64(),
+            b["charge"]["status"].as_str()
+        ),
+        (Some(0), Some("committed"))
+    );
+    assert_eq!(f(&b["charge"]["unit"]["mu"]), chunk_mu);
+    let d = dataset(&app).await;
+    assert_eq!(d["units"], 1);
+    assert!((f(&d["mu_spent"]) - chunk_mu).abs() <= chunk_mu * SUM_TOLERANCE);
+    // The run stops here: nothing else is charged, whatever the declaration said.
+    let (_, r) = app.get(&format!("/v1/datasets/d/runs/{id}")).await;
+    assert_eq!(
+        (r["chunks_committed"].as_u64(), r["next_chunk"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    // Going on: the remaining chunks, the last one shorter; then the run is complete.
+    for i in 1..4 {
+        let (s, b) = app.post(&uri, json!({})).await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+        assert_eq!(b["charge"]["chunk"], i);
+        let want = if i == 3 { last_mu } else { chunk_mu };
+        assert_eq!(f(&b["charge"]["unit"]["mu"]), want);
+        // The chunk's event is the chunk itself: 300 (or 100) steps.
+        let count = b["charge"]["event"]["count"].as_u64();
+        assert_eq!(count, Some(if i == 3 { 100 } else { 300 }));
+    }
+    let (s, b) = app.post(&uri, json!({})).await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::CONFLICT, Some("run_complete")),
+        "{b}"
+    );
+    let d = dataset(&app).await;
+    assert_eq!(d["units"], 4);
+    assert!(f(&d["mu_spent"]) >= expected * (1.0 - SUM_TOLERANCE) && f(&d["mu_spent"]) <= run_mu);
+
+    // Unknown runs and bad declarations are clear 4xx.
+    let (s, b) = app.post("/v1/datasets/d/runs/nope/chunks", json!({})).await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("run_not_found"))
+    );
+    for (body, path) in [
+        (json!({"event": sgd_step(0.01, 1.0), "steps": 0}), "$.steps"),
+        (
+            json!({"event": sgd_step(0.01, 1.0), "steps": 10, "chunk_steps": 11}),
+            "$.chunk_steps",
+        ),
+        (
+            json!({"event": sgd_step(0.01, 1.0), "steps": 100000, "chunk_steps": 1}),
+            "$.chunk_steps",
+        ),
+        (
+            json!({"event": sgd_step(0.01, 1.0), "steps": 1e9}),
+            "$.steps",
+        ),
+        (
+            json!({"event": sgd_step(0.01, 1.0), "steps": 10, "extra": 1}),
+            "$.extra",
+        ),
+    ] {
+        let (s, b) = app.post("/v1/datasets/d/runs", body.clone()).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {b}");
+        assert_eq!(b["details"]["path"], path, "{body}: {b}");
+    }
+}
+
+#[tokio::test]
+async fn a_run_that_does_not_fit_is_stopped_at_the_chunk_that_does_not() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    let (_, run) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": gdp(0.4), "steps": 10, "chunk_steps": 2}),
+        )
+        .await;
+    // Each chunk is GDP with μ = 0.4·√2; (0.4√2)²·k ≤ 1 ⟺ k ≤ 3.125: three chunks fit.
+    let chunk_mu = f(&run["chunk_unit"]["mu"]);
+    assert!((chunk_mu - 0.4 * 2f64.sqrt()).abs() < 1e-12, "{run}");
+    let uri = format!("/v1/datasets/d/runs/{}/chunks", run["id"].as_str().unwrap());
+    for _ in 0..3 {
+        assert_eq!(app.post(&uri, json!({})).await.0, StatusCode::CREATED);
+    }
+    let (s, b) = app.post(&uri, json!({})).await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::CONFLICT, Some("budget_exceeded")),
+        "{b}"
+    );
+    assert!(
+        (f(&b["remaining_mu"]) - (1.0f64 - 3.0 * 0.32).sqrt()).abs() < 1e-9,
+        "{b}"
+    );
+}
+
+#[tokio::test]
+async fn reserved_units_count_until_released_and_a_release_refunds_them() {
+    let app = spawn_app().await;
+    app.dataset("d", 2.0).await;
+    let charge = |mu: f64, reserve: bool| json!({"event": gdp(mu), "reserve": reserve});
+    let (s, a) = app.post("/v1/datasets/d/charges", charge(1.2, true)).await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    assert_eq!(a["charge"]["status"], "reserved");
+    let a_id = a["charge"]["id"].as_str().unwrap().to_owned();
+    let (s, b) = app.post("/v1/datasets/d/charges", charge(1.6, true)).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let b_id = b["charge"]["id"].as_str().unwrap().to_owned();
+    // Reserved units count: 1.2² + 1.6² = 4 fills the budget.
+    let d = dataset(&app).await;
+    assert_eq!(
+        (d["units"].as_i64(), d["reserved_units"].as_i64()),
+        (Some(2), Some(2))
+    );
+    assert!((f(&d["mu_spent"]) - 2.0).abs() < 2.0 * SUM_TOLERANCE);
+    // ... and are not yet in the exact composition (display only).
+    assert_eq!(f(&d["exact_composition_mu"]), 0.0);
+    let (s, _) = app.post("/v1/datasets/d/charges", charge(0.1, false)).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+
+    // A release must state that no output was released; `true` is refused and changes nothing.
+    let release = |id: &str| format!("/v1/datasets/d/charges/{id}/release");
+    let (s, e) = app
+        .post(&release(&b_id), json!({"outputs_released": true}))
+        .await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::CONFLICT, Some("outputs_released")),
+        "{e}"
+    );
+    let (s, e) = app.post(&release(&b_id), json!({})).await;
+    assert_eq!(
+        (s, e["details"]["path"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("$.outputs_released"))
+    );
+    let (s, r) = app
+        .post(
+            &release(&b_id),
+            json!({"outputs_released": false, "reason": "job cancelled"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(
+        (r["charge"]["status"].as_str(), f(&r["refund"]["mu"])),
+        (Some("released"), 1.6)
+    );
+    let d = dataset(&app).await;
+    assert_eq!(
+        (d["units"].as_i64(), d["reserved_units"].as_i64()),
+        (Some(1), Some(1))
+    );
+    // Back to 1.2 (never below: the subtraction is rounded up).
+    let spent = f(&d["mu_spent"]);
+    assert!(
+        spent >= 1.2 && spent < 1.2 * (1.0 + SUM_TOLERANCE),
+        "{spent}"
+    );
+    // The refund is real: 1.5 fits now (1.44 + 2.25 < 4).
+    let (s, _) = app.post("/v1/datasets/d/charges", charge(1.5, false)).await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    // Commit: stays counted, joins the exact composition (GDP: √(1.2² + 1.5²) = 1.9209).
+    let commit = |id: &str| format!("/v1/datasets/d/charges/{id}/commit");
+    let (s, c) = app.call("POST", &commit(&a_id), None, &[]).await;
+    assert_eq!(
+        (s, c["charge"]["status"].as_str()),
+        (StatusCode::OK, Some("committed")),
+        "{c}"
+    );
+    let d = dataset(&app).await;
+    assert_eq!(d["reserved_units"], 0);
+    let exact = f(&d["exact_composition_mu"]);
+    let closed = (1.2f64 * 1.2 + 1.5 * 1.5).sqrt();
+    assert!(
+        exact >= closed && exact < closed * 1.001,
+        "{exact} vs {closed}"
+    );
+    // Settled units cannot be settled again; unknown charges are 404.
+    for uri in [commit(&a_id), release(&a_id), commit(&b_id)] {
+        let (s, e) = app.post(&uri, json!({"outputs_released": false})).await;
+        assert_eq!(
+            (s, e["error"].as_str()),
+            (StatusCode::CONFLICT, Some("not_reserved")),
+            "{uri}: {e}"
+        );
+    }
+    let (s, e) = app.post(&commit("nope"), json!({})).await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("charge_not_found"))
+    );
+
+    // The ledger records every step, the caller's statement included.
+    let (_, entries) = app.get("/v1/datasets/d/charges").await;
+    let kinds: Vec<&str> = entries["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["charge", "charge", "release", "charge", "commit"]);
+    let rel = &entries["items"][2];
+    assert_eq!(rel["settles"], b_id.as_str());
+    assert_eq!(
+        rel["statement"],
+        json!({"outputs_released": false, "reason": "job cancelled"})
+    );
+    assert_eq!(entries["items"][1]["charge"]["status"], "released");
+    assert_eq!(entries["items"][0]["charge"]["status"], "committed");
+}
+
+#[tokio::test]
+async fn a_reserved_chunk_released_is_offered_again() {
+    let app = spawn_app().await;
+    app.dataset("d", 2.0).await;
+    let (_, run) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": gdp(0.5), "steps": 4, "chunk_steps": 2}),
+        )
+        .await;
+    let id = run["id"].as_str().unwrap().to_owned();
+    let uri = format!("/v1/datasets/d/runs/{id}/chunks");
+    let (s, c) = app.post(&uri, json!({"reserve": true})).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    assert_eq!(
+        (
+            c["charge"]["chunk"].as_i64(),
+            c["charge"]["status"].as_str()
+        ),
+        (Some(0), Some("reserved"))
+    );
+    let cid = c["charge"]["id"].as_str().unwrap();
+    let (s, _) = app
+        .post(
+            &format!("/v1/datasets/d/charges/{cid}/release"),
+            json!({"outputs_released": false}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, r) = app.get(&format!("/v1/datasets/d/runs/{id}")).await;
+    assert_eq!(
+        (r["chunks_released"].as_u64(), r["next_chunk"].as_u64()),
+        (Some(1), Some(0)),
+        "{r}"
+    );
+    let (_, c) = app.post(&uri, json!({})).await;
+    assert_eq!(c["charge"]["chunk"], 0);
+    assert_eq!(dataset(&app).await["units"], 1);
+}
+
+#[tokio::test]
+async fn every_state_change_is_idempotent_under_its_key() {
+    let app = spawn_app().await;
+    // Creation: the same body again is the same dataset (200), another body a conflict.
+    let body = json!({"id": "d", "budget": {"mu": 2.0}});
+    assert_eq!(
+        app.post("/v1/datasets", body.clone()).await.0,
+        StatusCode::CREATED
+    );
+    let (s, d) = app.post("/v1/datasets", body).await;
+    assert_eq!((s, d["id"].as_str()), (StatusCode::OK, Some("d")));
+    let (s, _) = app
+        .post("/v1/datasets", json!({"id": "d", "budget": {"mu": 3.0}}))
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+
+    // Budget change.
+    let patch = json!({"budget": {"mu": 2.5}});
+    let (s1, b1) = keyed(&app, "PATCH", "/v1/datasets/d", patch.clone(), "k-budget").await;
+    let (s2, b2) = keyed(&app, "PATCH", "/v1/datasets/d", patch, "k-budget").await;
+    assert_eq!((s1, s2), (StatusCode::OK, StatusCode::OK));
+    assert_eq!(b1, b2);
+    assert_eq!(dataset(&app).await["version"], 1);
+
+    // Run declaration and chunk.
+    let decl = json!({"event": gdp(0.5), "steps": 4, "chunk_steps": 2});
+    let (s1, r1) = keyed(&app, "POST", "/v1/datasets/d/runs", decl.clone(), "k-run").await;
+    let (s2, r2) = keyed(&app, "POST", "/v1/datasets/d/runs", decl, "k-run").await;
+    assert_eq!((s1, s2), (StatusCode::CREATED, StatusCode::OK));
+    assert_eq!(r1, r2);
+    let uri = format!("/v1/datasets/d/runs/{}/chunks", r1["id"].as_str().unwrap());
+    let (s1, c1) = keyed(&app, "POST", &uri, json!({"reserve": true}), "k-chunk").await;
+    let (s2, c2) = keyed(&app, "POST", &uri, json!({"reserve": true}), "k-chunk").await;
+    assert_eq!((s1, s2), (StatusCode::CREATED, StatusCode::OK));
+    assert_eq!(c1, c2);
+    assert_eq!(dataset(&app).await["units"], 1);
+
+    // Release.
+    let cid = c1["charge"]["id"].as_str().unwrap();
+    let rel = format!("/v1/datasets/d/charges/{cid}/release");
+    let body = json!({"outputs_released": false});
+    let (s1, x1) = keyed(&app, "POST", &rel, body.clone(), "k-release").await;
+    let (s2, x2) = keyed(&app, "POST", &rel, body, "k-release").await;
+    assert_eq!((s1, s2), (StatusCode::OK, StatusCode::OK), "{x2}");
+    assert_eq!(x1, x2);
+
+    // Commit.
+    let (_, c) = app
+        .post(
+            "/v1/datasets/d/charges",
+            json!({"event": gdp(0.3), "reserve": true}),
+        )
+        .await;
+    let com = format!(
+        "/v1/datasets/d/charges/{}/commit",
+        c["charge"]["id"].as_str().unwrap()
+    );
+    let (s1, y1) = app
+        .call("POST", &com, None, &[("idempotency-key", "k-commit")])
+        .await;
+    let (s2, y2) = app
+        .call("POST", &com, None, &[("idempotency-key", "k-commit")])
+        .await;
+    assert_eq!((s1, s2), (StatusCode::OK, StatusCode::OK), "{y2}");
+    assert_eq!(y1, y2);
+
+    // One entry per operation, whatever the retries; a key reused for another operation is a 422.
+    let (_, entries) = app.get("/v1/datasets/d/charges").await;
+    let kinds: Vec<&str> = entries["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["budget", "run", "charge", "release", "charge", "commit"]
+    );
+    let (s, e) = keyed(
+        &app,
+        "PATCH",
+        "/v1/datasets/d",
+        json!({"budget": {"mu": 2.5}}),
+        "k-run",
+    )
+    .await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("idempotency_key_reused")
+        )
+    );
+}
