@@ -111,4 +111,6 @@ async fn shutdown_signal() {
         _ = term => {},
     }
     tracing::info!("shutting down");
+    // Running computations stop at their next check, so in-flight requests end within seconds.
+    crate::accountant::work::stop_all();
 }

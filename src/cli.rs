@@ -24,7 +24,7 @@ impl CliError {
     /// Process exit code: 2 for bad input, 3 for valid input the engine cannot answer, 1 for I/O.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Read { .. } => 1,
+            CliError::Read { .. } | CliError::Accountant(AccountantError::Stopped(_)) => 1,
             CliError::Json(_) | CliError::Accountant(AccountantError::Input(_)) => 2,
             CliError::Accountant(
                 AccountantError::NeedsNumericalEngine { .. }

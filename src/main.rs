@@ -76,7 +76,7 @@ fn serve(cfg: ServeConfig) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    rt.block_on(async {
+    let code = rt.block_on(async {
         let app = match Application::build(&cfg).await {
             Ok(a) => a,
             Err(e) => {
@@ -94,5 +94,9 @@ fn serve(cfg: ServeConfig) -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-    })
+    });
+    // A blocking task that ignores its stop flag must not hold the process (every accountant loop
+    // checks it, so this is a backstop).
+    rt.shutdown_timeout(std::time::Duration::from_secs(5));
+    code
 }

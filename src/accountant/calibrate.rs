@@ -304,6 +304,7 @@ impl Search<'_> {
     }
 
     fn eval(&mut self, value: f64) -> Result<Outcome, AccountantError> {
+        super::work::check()?;
         match (self.free, node_mut(&mut self.event, &self.loc)) {
             (
                 FreeParameter::NoiseMultiplier,

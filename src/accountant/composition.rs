@@ -91,6 +91,7 @@ impl Composition {
             next.gdp.add_terms(&terms);
         }
         for (ev, n, p) in rest {
+            super::work::check()?;
             let one = leaf_pld(ev, rel, self.grid_step, &p)?;
             if *one == Pld::identity(self.grid_step) {
                 // No privacy loss at all (sampling rate 0, ε = δ = 0, ...): composing it changes
@@ -102,17 +103,11 @@ impl Composition {
             let many = if n == 1 {
                 one
             } else {
-                one.self_compose(n).map_err(|x| AccountantError::TooLarge {
-                    path: p.to_string(),
-                    reason: x.to_string(),
-                })?
+                one.self_compose(n).map_err(|x| x.at(&p))?
             };
             next.pld = Some(match next.pld.take() {
                 None => many,
-                Some(acc) => acc.compose(&many).map_err(|x| AccountantError::TooLarge {
-                    path: p.to_string(),
-                    reason: x.to_string(),
-                })?,
+                Some(acc) => acc.compose(&many).map_err(|x| x.at(&p))?,
             });
             next.clt = match (next.clt, clt) {
                 (Some(mut s), Some(f)) => {
@@ -153,10 +148,7 @@ impl Composition {
                 self.grid_step,
                 &path,
             )?;
-            pld.compose(&g).map_err(|x| AccountantError::TooLarge {
-                path: path.to_string(),
-                reason: x.to_string(),
-            })?
+            pld.compose(&g).map_err(|x| x.at(&path))?
         } else {
             pld.clone()
         };
@@ -361,12 +353,12 @@ fn functionals(e: &Event, rel: NeighboringRelation, pld: &Pld) -> Option<Functio
         Event::PoissonSampled {
             sampling_rate,
             event,
-        } => gaussian_mu(event).map(|mu| clt::subsampled_gdp(mu, sampling_rate.get())),
+        } => gaussian_mu(event).and_then(|mu| clt::subsampled_gdp(mu, sampling_rate.get())),
         Event::SampledWithoutReplacement {
             sample_size,
             population_size,
             event,
-        } => gaussian_mu(event).map(|mu| {
+        } => gaussian_mu(event).and_then(|mu| {
             clt::subsampled_gdp(mu, sample_size.get() as f64 / population_size.get() as f64)
         }),
         _ => {

@@ -36,6 +36,7 @@ pub mod rounding;
 pub mod subsample;
 pub mod tradeoff;
 pub mod tv;
+pub mod work;
 
 pub use event::Event;
 pub use json::InputError;
@@ -65,6 +66,9 @@ pub enum AccountantError {
         /// What limit and how to stay within it.
         reason: String,
     },
+    /// The computation was stopped (abandoned request, time limit, shutdown): see [`work`].
+    #[error("{0}")]
+    Stopped(work::Stopped),
     /// The event has no meaning under the neighbouring relation.
     #[error("{path}: {reason}")]
     Unsupported {
@@ -116,5 +120,11 @@ impl NeighboringRelation {
             Self::AddOrRemoveOne => "add_or_remove_one",
             Self::ReplaceOne => "replace_one",
         }
+    }
+}
+
+impl From<work::Stopped> for AccountantError {
+    fn from(s: work::Stopped) -> Self {
+        AccountantError::Stopped(s)
     }
 }

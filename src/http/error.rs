@@ -114,6 +114,17 @@ impl From<AccountantError> for ApiError {
                 e.to_string(),
             )
             .with_details(json!({"path": path, "reason": reason})),
+            AccountantError::Stopped(s) => match s {
+                crate::accountant::work::Stopped::Deadline(secs) => {
+                    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "too_slow", s.to_string())
+                        .with_details(json!({"limit_seconds": secs}))
+                }
+                _ => ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "computation_stopped",
+                    s.to_string(),
+                ),
+            },
             AccountantError::NeedsNumericalEngine { ref path, .. } => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "unsupported_event",

@@ -19,6 +19,7 @@ use crate::accountant::certificate::{certify, Certificate, UnitDelta};
 use crate::accountant::composition::Composition;
 use crate::accountant::report::Guarantee;
 use crate::accountant::report::{self, AccountRequest, Report, ReportOptions};
+use crate::accountant::work::{self, Work};
 use crate::accountant::{AccountantError, Event, NeighboringRelation};
 use crate::store::{Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
 pub use filter::GATE_TOLERANCE;
@@ -347,14 +348,40 @@ fn charge_view(e: &EntryRow) -> ChargeView {
     }
 }
 
-/// Runs accountant work on the blocking pool.
+/// Longest one accountant computation may run (a little below the default request timeout, so
+/// the client gets the reason rather than a bare timeout).
+pub const COMPUTE_LIMIT: std::time::Duration = std::time::Duration::from_secs(50);
+
+/// Runs accountant work on the blocking pool under a [`Work`] limit: it stops at its next check
+/// once [`COMPUTE_LIMIT`] passes, or once this future is dropped (the request was abandoned: client
+/// gone, request timed out) — the cancel guard below fires on drop — or at shutdown.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, LedgerError> + Send + 'static,
 ) -> Result<T, LedgerError> {
+    struct CancelOnDrop(Arc<Work>);
+    impl Drop for CancelOnDrop {
+        fn drop(&mut self) {
+            self.0.cancel();
+        }
+    }
+    let w = Work::new(COMPUTE_LIMIT);
+    let _guard = CancelOnDrop(w.clone());
     let span = tracing::Span::current();
-    tokio::task::spawn_blocking(move || span.in_scope(f))
-        .await
-        .map_err(|e| LedgerError::Internal(format!("accountant task failed: {e}")))?
+    tokio::task::spawn_blocking(move || {
+        let r = span.in_scope(|| work::run(w, f));
+        if let Err(LedgerError::Accountant(AccountantError::Stopped(why))) = &r {
+            let why = match why {
+                work::Stopped::Cancelled => "abandoned",
+                work::Stopped::Deadline(_) => "deadline",
+                work::Stopped::Shutdown => "shutdown",
+            };
+            metrics::counter!("privacy_ledger_computations_stopped_total", "why" => why)
+                .increment(1);
+        }
+        r
+    })
+    .await
+    .map_err(|e| LedgerError::Internal(format!("accountant task failed: {e}")))?
 }
 
 /// The outcome of a calibration.

@@ -295,8 +295,11 @@ fn clt_functionals_match_drs22_theorem_5() {
     let cases: [(clt::Functionals, f64); 4] = [
         (clt::pure_dp(1.0 / 10f64.sqrt()), 10.0),
         (clt::gdp(0.5), 4.0),
-        (clt::subsampled_gdp(1.0 / 1.1, 256.0 / 60000.0), 14062.5),
-        (clt::subsampled_gdp(1.0, 0.1), 100.0),
+        (
+            clt::subsampled_gdp(1.0 / 1.1, 256.0 / 60000.0).unwrap(),
+            14062.5,
+        ),
+        (clt::subsampled_gdp(1.0, 0.1).unwrap(), 100.0),
     ];
     for (r, (fun, n)) in c.iter().zip(cases) {
         for (got, key) in [(fun.kl, "kl"), (fun.kappa2, "kappa2"), (fun.kbar3, "kbar3")] {

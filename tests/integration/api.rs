@@ -34,7 +34,7 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(Limits::default()).await
 }
 
-async fn spawn_app_with(limits: Limits) -> TestApp {
+pub async fn spawn_app_with(limits: Limits) -> TestApp {
     let dir = temp_dir("api");
     let url = format!("sqlite://{}", dir.join("ledger.db").display());
     let store = open_store(&url).await.unwrap();

@@ -179,3 +179,45 @@ fn acknowledged_charges_survive_sigkill_and_the_budget_is_never_exceeded() {
     server.kill();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SIGTERM while a long accounting runs: the computation stops at its next check and the process
+/// exits within a few seconds (it used to keep computing and ignore the signal).
+#[test]
+fn sigterm_during_a_long_computation_exits_within_seconds() {
+    let dir = super::api::temp_dir("sigterm");
+    let db = format!("sqlite://{}", dir.join("l.db").display());
+    let mut server = Server::start(&db);
+    let addr = server.addr;
+    let events: Vec<Value> = (0..20000)
+        .map(|i| json!({"type": "laplace", "noise_multiplier": 5.0 + i as f64 * 1e-4}))
+        .collect();
+    let body = json!({"events": events, "grid_step": 1e-5});
+    let client =
+        std::thread::spawn(move || http(addr, "POST", "/v1/accountant/compose", Some(&body), None));
+    // Let the computation start, then ask the process to stop.
+    std::thread::sleep(Duration::from_millis(700));
+    let pid = server.child.id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(sent.success());
+    let t = Instant::now();
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(8),
+            "still running 8 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("exited {:?} after SIGTERM", t.elapsed());
+    // The in-flight request was answered: its computation stopped for the shutdown.
+    let (status, b) = client.join().unwrap().unwrap();
+    assert_eq!(
+        (status, b["error"].as_str()),
+        (503, Some("computation_stopped")),
+        "{b}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -205,3 +205,76 @@ async fn a_version_1_ledger_is_migrated() {
         .await;
     assert_eq!(s, StatusCode::CONFLICT);
 }
+
+/// The slow input: Poisson sampling at 1e-300 around a tiny σ (and its relatives) gets an
+/// answer within a second, on a dataset that stays usable. (It spent minutes in the CLT quadrature,
+/// whose interval grew with μ = 1/σ.)
+#[tokio::test]
+async fn tiny_sampling_rates_around_tiny_sigmas_answer_within_a_second() {
+    let app = spawn_app().await;
+    app.post("/v1/datasets", json!({"id": "t", "budget": {"mu": 2.0}}))
+        .await;
+    for (q, sigma) in [
+        (1e-300, 1e-3),
+        (1e-300, 1e-160),
+        (1e-200, 1e-6),
+        (1e-30, 0.01),
+        (0.5, 1e-160),
+        (1e-300, 1e-300),
+    ] {
+        let ev = json!({"type": "poisson_sampled", "sampling_rate": q,
+                        "event": {"type": "gaussian", "noise_multiplier": sigma}});
+        for kind in ["charges/preview", "charges"] {
+            let t = std::time::Instant::now();
+            let (s, b) = app
+                .post(&format!("/v1/datasets/t/{kind}"), json!({"event": ev}))
+                .await;
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(1),
+                "q={q:e} σ={sigma:e} {kind}: {:?}",
+                t.elapsed()
+            );
+            assert!(s.is_success() || s.is_client_error(), "{s}: {b}");
+        }
+    }
+    let (s, d) = app.get("/v1/datasets/t").await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert!(d["mu_spent"].as_f64().unwrap() <= 2.0 * (1.0 + 1e-9));
+}
+
+/// A request abandoned while its accounting runs (here: the request timeout fires) stops the
+/// computation at its next check instead of leaving it on a core.
+#[tokio::test]
+async fn an_abandoned_computation_stops() {
+    let app = crate::api::spawn_app_with(Limits {
+        request_timeout: std::time::Duration::from_millis(300),
+        ..Limits::default()
+    })
+    .await;
+    // Thousands of distinct numerical events on a fine grid: seconds of convolutions.
+    let events: Vec<Value> = (0..4000)
+        .map(|i| json!({"type": "laplace", "noise_multiplier": 5.0 + i as f64 * 1e-3}))
+        .collect();
+    let (s, b) = app
+        .post(
+            "/v1/accountant/compose",
+            json!({"events": events, "grid_step": 1e-5}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::REQUEST_TIMEOUT, "{b}");
+    let stopped = || async {
+        let (_, m) = app.get("/metrics").await;
+        let m = m.as_str().unwrap_or_default().to_owned();
+        m.lines().any(|l| {
+            l.starts_with("privacy_ledger_computations_stopped_total") && l.contains("abandoned")
+        })
+    };
+    let t = std::time::Instant::now();
+    while !stopped().await {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "the abandoned computation did not stop"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

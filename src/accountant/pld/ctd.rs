@@ -57,11 +57,13 @@ pub(crate) fn discretise(
         )));
     }
     let (i_lo, n) = (i_lo as i64, count as usize);
+    crate::accountant::work::check()?;
     // δ at grid indices i_lo − 1 … i_hi.
     let mut d = vec![0.0; n + 1];
     evaluate(&mut d, |k| {
         delta((i_lo - 1 + k as i64) as f64 * h).clamp(0.0, 1.0)
     });
+    crate::accountant::work::check()?;
     if let Some(top) = top_delta {
         // eps_hi is the largest loss: beyond it δ is exactly the mass at +∞ (the rounding of the
         // profile function would only add noise there).

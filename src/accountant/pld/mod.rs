@@ -51,6 +51,33 @@ pub enum PldError {
     /// The event has no meaning under the ledger's neighbouring relation.
     #[error("{0}")]
     Unsupported(String),
+    /// The computation was stopped (see [`crate::accountant::work`]).
+    #[error("{0}")]
+    Stopped(crate::accountant::work::Stopped),
+}
+
+impl PldError {
+    /// The accountant's error for this one, located at `path` (the one conversion: a stopped
+    /// computation stays a stop, never a size refusal).
+    pub fn at(self, path: &JsonPath) -> AccountantError {
+        match self {
+            PldError::TooLarge(reason) => AccountantError::TooLarge {
+                path: path.to_string(),
+                reason,
+            },
+            PldError::Unsupported(reason) => AccountantError::Unsupported {
+                path: path.to_string(),
+                reason,
+            },
+            PldError::Stopped(s) => AccountantError::Stopped(s),
+        }
+    }
+}
+
+impl From<crate::accountant::work::Stopped> for PldError {
+    fn from(s: crate::accountant::work::Stopped) -> Self {
+        PldError::Stopped(s)
+    }
 }
 
 /// The privacy-loss distributions of a mechanism: one PMF per ordering (`add = None` when the pair is
@@ -166,16 +193,7 @@ impl Pld {
         h: f64,
         path: &JsonPath,
     ) -> Result<Pld, AccountantError> {
-        let wrap = |err: PldError, p: &JsonPath| match err {
-            PldError::TooLarge(reason) => AccountantError::TooLarge {
-                path: p.to_string(),
-                reason,
-            },
-            PldError::Unsupported(reason) => AccountantError::Unsupported {
-                path: p.to_string(),
-                reason,
-            },
-        };
+        let wrap = |err: PldError, p: &JsonPath| err.at(p);
         match e {
             Event::SelfComposed { count, event } => {
                 let inner = Self::from_event(event, rel, h, &path.field("event"))?;
@@ -249,10 +267,7 @@ fn pair_of(
         path: path.to_string(),
         reason: reason.to_owned(),
     };
-    let too_large_at = |err: PldError, field: &str| AccountantError::TooLarge {
-        path: path.field(field).to_string(),
-        reason: err.to_string(),
-    };
+    let too_large_at = |err: PldError, field: &str| err.at(&path.field(field));
     Ok(Some(match e {
         Event::Gaussian { noise_multiplier } => {
             Source::gaussian(rel.sensitivity() / noise_multiplier.get())

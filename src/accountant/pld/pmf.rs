@@ -134,6 +134,8 @@ impl Pmf {
         fft_len_hint: Option<usize>,
     ) -> Result<Pmf, PldError> {
         debug_assert_eq!(self.h, other.h);
+        // Each convolution is bounded (≤ MAX_GRID_POINTS), and the limit is checked before it.
+        crate::accountant::work::check()?;
         let len = self.mass.len() + other.mass.len() - 1;
         if len > MAX_GRID_POINTS {
             return Err(PldError::TooLarge(format!(
