@@ -131,6 +131,79 @@ pub fn calibrate(
     }
     check_delta_slack(delta_slack)
         .map_err(|r| InputError::new(path, format!("the delta slack {r}")))?;
+    let mut judge = MuTarget {
+        base,
+        target: target_mu,
+        delta_slack,
+    };
+    calibrate_by(event, free, &mut judge, path)
+}
+
+/// What a calibration searches against: whether a candidate event meets the target.
+pub trait Judge {
+    /// The candidate's μ when it meets the target, `None` when it does not (or its μ is
+    /// unavailable). [`AccountantError::TooLarge`] counts as not meeting it; other errors end the
+    /// search.
+    fn judge(&mut self, event: &Event, path: &JsonPath) -> Result<Option<f64>, AccountantError>;
+    /// `Err(why)` when no candidate can meet the target (e.g. the existing composition alone
+    /// exceeds it).
+    fn reachable(&mut self) -> Result<(), AccountantError>;
+    /// The μ reported when not even one step fits (count 0).
+    fn spent(&mut self) -> Result<f64, AccountantError>;
+}
+
+/// The stateless target: μ upper of `base ⊗ event` at the δ slack ≤ the target.
+struct MuTarget<'a> {
+    base: &'a Composition,
+    target: f64,
+    delta_slack: f64,
+}
+
+impl Judge for MuTarget<'_> {
+    fn judge(&mut self, event: &Event, path: &JsonPath) -> Result<Option<f64>, AccountantError> {
+        let mut c = self.base.clone();
+        c.push(event, path)?;
+        Ok(c.guarantee()?
+            .mu(self.delta_slack)
+            .upper
+            .filter(|mu| *mu <= self.target))
+    }
+
+    fn reachable(&mut self) -> Result<(), AccountantError> {
+        match self.base.guarantee()?.mu(self.delta_slack).upper {
+            Some(mu) if mu <= self.target => Ok(()),
+            base => Err(AccountantError::Unsupported {
+                path: String::new(),
+                reason: format!(
+                    "the target mu {} is unreachable: the existing composition alone {}",
+                    self.target,
+                    match base {
+                        Some(mu) => format!("already has mu {mu} (upper bound)"),
+                        None => format!("has no finite mu within delta slack {}", self.delta_slack),
+                    }
+                ),
+            }),
+        }
+    }
+
+    fn spent(&mut self) -> Result<f64, AccountantError> {
+        Ok(self
+            .base
+            .guarantee()?
+            .mu(self.delta_slack)
+            .upper
+            .unwrap_or(f64::INFINITY))
+    }
+}
+
+/// [`calibrate`] against any [`Judge`] (the ledger's is its gate, so a calibrated unit is one the
+/// gate admits).
+pub fn calibrate_by(
+    event: &Event,
+    free: FreeParameter,
+    judge: &mut dyn Judge,
+    path: &JsonPath,
+) -> Result<Calibration, AccountantError> {
     let (loc, leaf_path) =
         locate(event, free, path).ok_or_else(|| AccountantError::Unsupported {
             path: path.to_string(),
@@ -140,12 +213,10 @@ pub fn calibrate(
             ),
         })?;
     let mut s = Search {
-        base,
+        judge,
         event: event.clone(),
         loc,
         free,
-        target: target_mu,
-        delta_slack,
         path,
         evaluations: 0,
     };
@@ -278,31 +349,16 @@ enum Outcome {
 }
 
 struct Search<'a> {
-    base: &'a Composition,
+    judge: &'a mut dyn Judge,
     /// Working copy of the event; the free parameter is overwritten in place.
     event: Event,
     loc: Vec<usize>,
     free: FreeParameter,
-    target: f64,
-    delta_slack: f64,
     path: &'a JsonPath,
     evaluations: u32,
 }
 
 impl Search<'_> {
-    /// The μ upper bound of `base ⊗ event`, `None` when unavailable.
-    fn mu_of(&mut self, with_event: bool) -> Result<Option<f64>, AccountantError> {
-        self.evaluations += 1;
-        let g = if with_event {
-            let mut c = self.base.clone();
-            c.push(&self.event, self.path)?;
-            c.guarantee()?
-        } else {
-            self.base.guarantee()?
-        };
-        Ok(g.mu(self.delta_slack).upper)
-    }
-
     fn eval(&mut self, value: f64) -> Result<Outcome, AccountantError> {
         super::work::check()?;
         match (self.free, node_mut(&mut self.event, &self.loc)) {
@@ -315,9 +371,10 @@ impl Search<'_> {
             }
             _ => unreachable!("located the free parameter"),
         }
-        match self.mu_of(true) {
-            Ok(Some(mu)) if mu <= self.target => Ok(Outcome::Fits(mu)),
-            Ok(_) => Ok(Outcome::Exceeds(None)),
+        self.evaluations += 1;
+        match self.judge.judge(&self.event, self.path) {
+            Ok(Some(mu)) => Ok(Outcome::Fits(mu)),
+            Ok(None) => Ok(Outcome::Exceeds(None)),
             Err(e @ AccountantError::TooLarge { .. }) => Ok(Outcome::Exceeds(Some(e))),
             Err(e) => Err(e),
         }
@@ -340,18 +397,12 @@ impl Search<'_> {
             path: leaf.field("noise_multiplier").to_string(),
             reason,
         };
-        match self.mu_of(false)? {
-            Some(mu) if mu <= self.target => {}
-            base => {
-                return Err(unreachable(format!(
-                    "the target mu {} is unreachable: the existing composition alone {}",
-                    self.target,
-                    match base {
-                        Some(mu) => format!("already has mu {mu} (upper bound)"),
-                        None => format!("has no finite mu within delta slack {}", self.delta_slack),
-                    }
-                )))
-            }
+        self.evaluations += 1;
+        if let Err(e) = self.judge.reachable() {
+            return Err(match e {
+                AccountantError::Unsupported { reason, .. } => unreachable(reason),
+                other => other,
+            });
         }
         let start = current.clamp(MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER);
         // Bracket: `lo` misses the target, `hi` meets it (with its μ).
@@ -377,10 +428,9 @@ impl Search<'_> {
                     if lo >= MAX_NOISE_MULTIPLIER {
                         return Err(why.unwrap_or_else(|| {
                             unreachable(format!(
-                                "the target mu {} is unreachable: even noise_multiplier \
+                                "the target is unreachable: even noise_multiplier \
                                  {MAX_NOISE_MULTIPLIER:e} exceeds it on top of the existing \
-                                 composition",
-                                self.target
+                                 composition"
                             ))
                         }));
                     }
@@ -416,7 +466,8 @@ impl Search<'_> {
             // One step cannot even be accounted: say so rather than "nothing fits".
             Outcome::Exceeds(Some(e)) => return Err(e),
             Outcome::Exceeds(None) => {
-                let mu = self.mu_of(false)?.unwrap_or(f64::INFINITY);
+                self.evaluations += 1;
+                let mu = self.judge.spent()?;
                 return Ok(self.done(0.0, mu));
             }
         };

@@ -435,6 +435,63 @@ fn calibrated(
     })
 }
 
+/// The gate as a calibration's judge: a candidate fits iff [`Budget::admits_first`] admits one of
+/// its certificates (the default δ rule) on the dataset's filter.
+struct GateJudge {
+    relation: NeighboringRelation,
+    h: f64,
+    budget: Budget,
+    filter: FilterState,
+}
+
+impl GateJudge {
+    fn verdict(
+        &self,
+        event: &Event,
+        path: &crate::accountant::json::JsonPath,
+    ) -> Result<(Admission, Certificate), AccountantError> {
+        let candidates = certify(
+            event,
+            self.relation,
+            self.h,
+            unit_delta(&self.budget, None),
+            path,
+        )?;
+        Ok(self.budget.admits_first(&self.filter, &candidates))
+    }
+}
+
+impl crate::accountant::calibrate::Judge for GateJudge {
+    fn judge(
+        &mut self,
+        event: &Event,
+        path: &crate::accountant::json::JsonPath,
+    ) -> Result<Option<f64>, AccountantError> {
+        Ok(match self.verdict(event, path)? {
+            (Admission::Admitted(_), unit) => Some(unit.mu()),
+            (Admission::Rejected(_), _) => None,
+        })
+    }
+
+    fn reachable(&mut self) -> Result<(), AccountantError> {
+        if self.budget.remaining_mu(&self.filter) > 0.0 {
+            return Ok(());
+        }
+        Err(AccountantError::Unsupported {
+            path: String::new(),
+            reason: format!(
+                "nothing fits: the dataset's mu budget {} is spent (mu spent {})",
+                self.budget.mu,
+                self.filter.mu()
+            ),
+        })
+    }
+
+    fn spent(&mut self) -> Result<f64, AccountantError> {
+        Ok(self.filter.mu())
+    }
+}
+
 /// The δ rule of a unit: the charge's own, else the budget's default (see
 /// [`DEFAULT_UNITS_PER_DELTA`]).
 fn unit_delta(budget: &Budget, own: Option<f64>) -> UnitDelta {
@@ -1104,23 +1161,51 @@ impl Ledgers {
         .await
     }
 
-    /// Calibrates one free parameter of a unit so that its certificate fits what remains of the
-    /// dataset's filter: μ ≤ the remaining μ at the unit's δ (its own, or the default δ_B/1000; 0 for
-    /// Gaussian-type units, which the calibration's exact engine handles at any slack).
+    /// Calibrates one free parameter of a unit against the gate itself: the smallest noise
+    /// multiplier, or the largest count, whose unit the gate admits now (its certificates by the
+    /// default δ rule, [`Budget::admits_first`] on the dataset's filter). A charge of the
+    /// calibrated event is admitted, and one a step beyond is not (up to the search's precision).
     pub async fn calibrate(
         &self,
         id: &str,
         req: input::CalibrateRequest,
     ) -> Result<Calibrated, LedgerError> {
+        use crate::accountant::calibrate::{calibrate_by, with_free_parameter};
         let row = self.row(id).await?;
         let filter = filter_of(&row)?;
         let budget = budget_of(&row);
-        let target = budget.remaining_mu(&filter);
-        let slack = budget.delta / DEFAULT_UNITS_PER_DELTA;
         let (relation, h) = (relation_of(&row), row.grid_step);
         blocking(move || {
-            let base = Composition::new(relation, h);
-            calibrated(&base, &req, target, slack)
+            let path = crate::accountant::json::JsonPath::root().field("event");
+            let mut judge = GateJudge {
+                relation,
+                h,
+                budget,
+                filter,
+            };
+            let c = calibrate_by(&req.event, req.free_parameter, &mut judge, &path)?;
+            let (event, unit) = if c.value > 0.0 {
+                let e = with_free_parameter(&req.event, req.free_parameter, c.value, &path)?;
+                // The gate's verdict on the answer, once more: the unit it would charge.
+                let (admission, unit) = judge.verdict(&e, &path)?;
+                if !matches!(admission, Admission::Admitted(_)) {
+                    return Err(LedgerError::Internal(
+                        "calibrated a unit the gate rejects".into(),
+                    ));
+                }
+                (Some(e.to_json()), Some(unit))
+            } else {
+                (None, None)
+            };
+            Ok(Calibrated {
+                free_parameter: req.free_parameter.as_str().to_owned(),
+                value: c.value,
+                mu: unit.map_or(c.mu, |u| u.mu()),
+                mu_target: budget.remaining_mu(&filter),
+                delta: unit.map_or(0.0, |u| u.delta()),
+                event,
+                evaluations: c.evaluations,
+            })
         })
         .await
     }

@@ -278,3 +278,89 @@ async fn an_abandoned_computation_stops() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// Calibration asks the gate itself: the calibrated unit is admitted, one step beyond is not — for a
+/// count and a noise multiplier, on a unit with a δ part (a DP-SGD chunk) and on a spent budget.
+#[tokio::test]
+async fn calibration_agrees_with_the_gate_exactly() {
+    let step = |sigma: f64| {
+        json!({"type": "poisson_sampled", "sampling_rate": 0.02,
+               "event": {"type": "gaussian", "noise_multiplier": sigma}})
+    };
+    let chunk = |count: f64, sigma: f64| json!({"type": "self_composed", "count": count, "event": step(sigma)});
+    let fresh = |n: u32| async move {
+        let app = spawn_app().await;
+        app.post(
+            "/v1/datasets",
+            json!({"id": "c", "budget": {"mu": 1.0, "delta": 1e-8}}),
+        )
+        .await;
+        // Something spent first: the filter's remaining μ is what the calibration must fill.
+        for _ in 0..n {
+            app.post(
+                "/v1/datasets/c/charges",
+                json!({"event": {"type": "gdp", "mu": 0.5}}),
+            )
+            .await;
+        }
+        app
+    };
+    // Largest count of steps at σ = 1.2.
+    let app = fresh(1).await;
+    let (s, c) = app
+        .post(
+            "/v1/datasets/c/calibrate",
+            json!({"event": chunk(1.0, 1.2), "free_parameter": "count"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    let n = c["value"].as_f64().unwrap();
+    assert!(n >= 2.0, "{c}");
+    assert!(c["delta"].as_f64().unwrap() <= 1e-8, "{c}");
+    let (s, b) = app
+        .post(
+            "/v1/datasets/c/charges/preview",
+            json!({"event": chunk(n + 1.0, 1.2)}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["admitted"].as_bool()),
+        (StatusCode::OK, Some(false)),
+        "{b}"
+    );
+    let (s, b) = app
+        .post("/v1/datasets/c/charges", json!({"event": c["event"]}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["charge"]["unit"]["mu"], c["mu"], "{b}");
+    // Smallest σ for 50 steps.
+    let app = fresh(1).await;
+    let (s, c) = app
+        .post(
+            "/v1/datasets/c/calibrate",
+            json!({"event": chunk(50.0, 1.0), "free_parameter": "noise_multiplier"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    let sigma = c["value"].as_f64().unwrap();
+    let (_, b) = app
+        .post(
+            "/v1/datasets/c/charges/preview",
+            json!({"event": chunk(50.0, sigma * (1.0 - 2e-6))}),
+        )
+        .await;
+    assert_eq!(b["admitted"], false, "σ just below the calibrated one: {b}");
+    let (s, b) = app
+        .post("/v1/datasets/c/charges", json!({"event": c["event"]}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    // A spent budget: nothing fits, and the calibration says so.
+    let app = fresh(4).await;
+    let (s, c) = app
+        .post(
+            "/v1/datasets/c/calibrate",
+            json!({"event": chunk(1.0, 1.2), "free_parameter": "count"}),
+        )
+        .await;
+    assert_eq!((s, c["value"].as_f64()), (StatusCode::OK, Some(0.0)), "{c}");
+}
