@@ -19,6 +19,7 @@
 //! Environment: `SOUNDNESS_SEED`, `SOUNDNESS_CASES`, `SOUNDNESS_VERBOSE` (random inputs),
 //! `SOUNDNESS_STRICT=1` (no f64 slack: also report ulp-level misses), `SOUNDNESS_PROBE` (probe).
 
+mod certificates;
 mod check;
 mod child;
 mod equivalence;

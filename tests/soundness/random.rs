@@ -79,7 +79,7 @@ fn leaf(r: &mut Rng, replace: bool) -> Value {
     }
 }
 
-fn event(r: &mut Rng, replace: bool, depth: u32) -> Value {
+pub fn event(r: &mut Rng, replace: bool, depth: u32) -> Value {
     if depth == 0 || r.below(2) == 0 {
         return leaf(r, replace);
     }
