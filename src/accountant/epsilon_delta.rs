@@ -362,7 +362,7 @@ mod tests {
     }
 
     #[test]
-    fn heterogeneous_delta_composition_matches_seed_001() {
+    fn heterogeneous_delta_composition_matches_dong_roth_su() {
         // 10 × (1/√10, 1e-4): base δ = 1 − (1 − 1e-4)^10 = 0.000999550119979; ε at δ = 0.002 is
         // 2.889217957 (DRS22).
         let c = ApproxComposition::new(&[(1.0 / 10f64.sqrt(), 1e-4, 10)]).unwrap();

@@ -237,6 +237,22 @@ impl From<LedgerError> for ApiError {
                 ),
             )
             .with_details(json!({"charge_id": c})),
+            LedgerError::ChunkMismatch { run, asked, next } => ApiError::new(
+                StatusCode::CONFLICT,
+                "chunk_mismatch",
+                format!(
+                    "run {run:?}: the request asks for chunk {asked} but the next chunk is {} \
+                     (a retry of a request that was admitted?); nothing was charged",
+                    next.map_or("none (the run is complete)".into(), |n| n.to_string())
+                ),
+            )
+            .with_details(json!({"run_id": run, "chunk": asked, "next_chunk": next})),
+            LedgerError::ReleaseRefused { charge, reason } => ApiError::new(
+                StatusCode::CONFLICT,
+                "release_refused",
+                format!("charge {charge:?} cannot be released: {reason}"),
+            )
+            .with_details(json!({"charge_id": charge, "reason": reason})),
             LedgerError::RunComplete(r) => ApiError::new(
                 StatusCode::CONFLICT,
                 "run_complete",

@@ -141,14 +141,19 @@ pub struct RunRequestWire {
 pub struct ChunkRequestWire {
     /// Reserve the chunk instead of charging it outright (default false).
     pub reserve: Option<bool>,
+    /// The chunk meant (its index); refused with 409 `chunk_mismatch` unless it is the run's next
+    /// chunk, so a retry without an Idempotency-Key never admits a second chunk.
+    pub chunk: Option<u64>,
 }
 
 /// `POST /v1/datasets/{id}/charges/{charge_id}/release`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"outputs_released": false, "reason": "job cancelled before training"}))]
 pub struct ReleaseRequestWire {
-    /// Whether any output of the unit was released. A refund needs `false` (recorded in the
-    /// ledger); with `true` the release is refused: commit the unit.
+    /// `false` states that no output of the unit, nor anything computed from it, was seen by
+    /// anyone or any process — including the code deciding to release it — so the decision does
+    /// not depend on it (e.g. the job was cancelled before the mechanism ran). A refund needs
+    /// `false` (recorded in the ledger); with `true` the release is refused: commit the unit.
     pub outputs_released: bool,
     pub reason: Option<String>,
 }

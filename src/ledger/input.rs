@@ -301,12 +301,15 @@ impl RunRequest {
 pub struct ChunkRequest {
     /// Reserve the chunk (commit or release it later) instead of charging it outright.
     pub reserve: bool,
+    /// The chunk the caller means (refused unless it is the next one): a retried request without
+    /// an Idempotency-Key can then never admit a second chunk.
+    pub chunk: Option<u64>,
     pub idempotency_key: Option<String>,
     pub request_hash: String,
 }
 
 impl ChunkRequest {
-    /// Parses `{reserve?}` (an empty or absent body is `{}`).
+    /// Parses `{reserve?, chunk?}` (an empty or absent body is `{}`).
     pub fn from_json(
         v: &Value,
         run_id: &str,
@@ -315,9 +318,14 @@ impl ChunkRequest {
         let root = JsonPath::root();
         let mut f = Fields::new(v, &root)?;
         let reserve = flag_field(&mut f, "reserve")?;
+        let chunk = match f.optional("chunk") {
+            None => None,
+            Some((x, p)) => Some(json::integer(x, &p, 0)?),
+        };
         f.finish()?;
         Ok(ChunkRequest {
             reserve,
+            chunk,
             idempotency_key,
             request_hash: request_hash(&format!("chunk {run_id}"), v),
         })
@@ -327,8 +335,10 @@ impl ChunkRequest {
 /// `POST /v1/datasets/{id}/charges/{charge_id}/commit` and `/release`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SettleRequest {
-    /// Release only: the caller's statement that none of the unit's outputs was released (a refund
-    /// is refused otherwise); recorded in the ledger.
+    /// Release only: the caller's statement. `false` means no output of the unit, nor anything
+    /// computed from it, was seen by anyone or any process — including the code deciding to
+    /// release — so the decision does not depend on it (a refund is refused otherwise); recorded
+    /// in the ledger.
     pub outputs_released: Option<bool>,
     pub reason: Option<String>,
     pub idempotency_key: Option<String>,

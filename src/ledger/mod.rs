@@ -75,6 +75,14 @@ pub enum LedgerError {
     OutputsReleased(String),
     #[error("run {0:?} has no chunk left to admit")]
     RunComplete(String),
+    #[error("run {run:?}: the request names chunk {asked}, the next one is {next:?}")]
+    ChunkMismatch {
+        run: String,
+        asked: u64,
+        next: Option<u64>,
+    },
+    #[error("charge {charge:?} cannot be released: {reason}")]
+    ReleaseRefused { charge: String, reason: String },
 }
 
 impl From<StoreError> for LedgerError {

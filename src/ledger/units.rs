@@ -9,12 +9,13 @@
 //! * Any unit (a charge or a chunk) may be **reserved**: the filter counts it at once (the gate
 //!   admits it exactly as a charge), and it is later **committed** (it stays counted and joins the
 //!   exact composition shown beside the filter) or **released**. A release refunds the unit — the
-//!   filter forgets its (μᵢ, δᵢ) — and is allowed only while none of its outputs was released: the
-//!   caller states `outputs_released: false`, and the ledger records the statement. A unit whose
-//!   mechanism never ran, or whose outputs nobody saw, is a unit with μ = 0 and δ = 0 in the
-//!   filter's argument (the filter lets each unit's parameters depend on everything before it), so
-//!   the refund keeps the filter's guarantee; a false statement by the caller voids it, which is why
-//!   it is recorded.
+//!   filter forgets its (μᵢ, δᵢ) — and is allowed only when the caller states
+//!   `outputs_released: false`: no output of the unit, nor anything computed from it, was seen by
+//!   anyone or any process, including the code deciding to release it. Then the caller's view is
+//!   independent of the unit's output, as if the unit had had μ = 0 and δ = 0 (the filter lets each
+//!   unit's parameters depend on everything before it), so the refund keeps the filter's guarantee
+//!   (`docs/filter.md` §10). A false statement voids it, which is why it is recorded. A chunk is not
+//!   refunded while a later chunk of its run (which starts from its iterates) is held.
 //!
 //! Every state change takes an Idempotency-Key: a retry returns the stored outcome.
 
@@ -27,7 +28,7 @@ use super::{
 use crate::accountant::certificate::{certify, Certificate};
 use crate::accountant::event::Count;
 use crate::accountant::json::JsonPath;
-use crate::accountant::Event;
+use crate::accountant::{AccountantError, Event};
 use crate::store::{DatasetUpdate, EntryRow, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -155,6 +156,59 @@ fn run_view(entries: &[EntryRow], id: &str) -> Result<RunView, LedgerError> {
     })
 }
 
+/// A run's plan at the budget of `row` (see [`RunPlan`]).
+async fn plan(req: &RunRequest, row: &crate::store::DatasetRow) -> Result<RunPlan, LedgerError> {
+    let (relation, h, budget) = (relation_of(row), row.grid_step, budget_of(row));
+    let (step, steps, chunk_steps, own) =
+        (req.event.clone(), req.steps, req.chunk_steps, req.delta);
+    blocking(move || {
+        let path = JsonPath::root().field("event");
+        let cert = |n: u64| -> Result<Certificate, LedgerError> {
+            let ev = repeated(&step, n)?;
+            Ok(certify(&ev, relation, h, unit_delta(&budget, own), &path)?[0])
+        };
+        let chunk_unit = cert(chunk_steps)?;
+        let chunks = steps.div_ceil(chunk_steps);
+        let last = chunk_len(steps, chunk_steps, chunks - 1);
+        let last_chunk_unit = if last == chunk_steps {
+            None
+        } else {
+            Some(cert(last)?)
+        };
+        let full = if last_chunk_unit.is_some() {
+            chunks - 1
+        } else {
+            chunks
+        };
+        let mut s = FilterState::empty();
+        for _ in 0..full {
+            s = s.with(&chunk_unit);
+        }
+        if let Some(u) = last_chunk_unit {
+            s = s.with(&u);
+        }
+        let base = crate::accountant::composition::Composition::new(relation, h);
+        let whole = repeated(&step, steps)?;
+        // Too large or unsupported as one unit is not an error of the run, only a figure less;
+        // a stopped computation is.
+        let run_mu_as_one_unit = match exact_with(&base, &whole, budget.delta) {
+            Ok((_, mu)) => mu,
+            Err(LedgerError::Accountant(AccountantError::Stopped(s))) => {
+                return Err(AccountantError::Stopped(s).into())
+            }
+            Err(_) => None,
+        };
+        Ok(RunPlan {
+            chunk_unit,
+            last_chunk_unit,
+            run_mu: s.mu(),
+            run_delta: s.delta(),
+            run_mu_as_one_unit,
+        })
+    })
+    .await
+}
+
 impl Ledgers {
     /// Declares a run: records it and what it would cost; charges nothing.
     pub async fn declare_run(&self, id: &str, req: RunRequest) -> Result<RunView, LedgerError> {
@@ -165,58 +219,9 @@ impl Ledgers {
         {
             return serde_json::from_value(body).map_err(internal);
         }
-        // The plan does not depend on the ledger's state, only on the budget's default δ rule.
-        let (relation, h, budget) = (relation_of(&row), row.grid_step, budget_of(&row));
-        let (step, steps, chunk_steps, own) =
-            (req.event.clone(), req.steps, req.chunk_steps, req.delta);
-        let plan = blocking(move || {
-            let path = JsonPath::root().field("event");
-            let cert = |n: u64| -> Result<Certificate, LedgerError> {
-                let ev = repeated(&step, n)?;
-                Ok(certify(&ev, relation, h, unit_delta(&budget, own), &path)?[0])
-            };
-            let chunk_unit = cert(chunk_steps)?;
-            let chunks = steps.div_ceil(chunk_steps);
-            let last = chunk_len(steps, chunk_steps, chunks - 1);
-            let last_chunk_unit = if last == chunk_steps {
-                None
-            } else {
-                Some(cert(last)?)
-            };
-            let full = if last_chunk_unit.is_some() {
-                chunks - 1
-            } else {
-                chunks
-            };
-            let mut s = FilterState::empty();
-            for _ in 0..full {
-                s = s.with(&chunk_unit);
-            }
-            if let Some(u) = last_chunk_unit {
-                s = s.with(&u);
-            }
-            let base = crate::accountant::composition::Composition::new(relation, h);
-            let whole = repeated(&step, steps)?;
-            // Too large or unsupported as one unit is not an error of the run: only a figure less.
-            let run_mu_as_one_unit = exact_with(&base, &whole, budget.delta)
-                .ok()
-                .and_then(|x| x.1);
-            Ok(RunPlan {
-                chunk_unit,
-                last_chunk_unit,
-                run_mu: s.mu(),
-                run_delta: s.delta(),
-                run_mu_as_one_unit,
-            })
-        })
-        .await?;
-        let spec = RunSpec {
-            event: req.event.to_json(),
-            steps: req.steps,
-            chunk_steps: req.chunk_steps,
-            delta: req.delta,
-            plan,
-        };
+        // The plan depends on the budget (its default δ rule and δ_B), not on what was spent:
+        // computed before the lock, and again under it if the budget changed meanwhile.
+        let mut planned = (budget_of(&row), plan(&req, &row).await?);
         let lock = self.lock_for(id);
         let _guard = lock.lock().await;
         let run_id = uuid::Uuid::new_v4().to_string();
@@ -229,6 +234,16 @@ impl Ledgers {
             }
             let row = self.row(id).await?;
             let f = filter_of(&row)?;
+            if budget_of(&row) != planned.0 {
+                planned = (budget_of(&row), plan(&req, &row).await?);
+            }
+            let spec = RunSpec {
+                event: req.event.to_json(),
+                steps: req.steps,
+                chunk_steps: req.chunk_steps,
+                delta: req.delta,
+                plan: planned.1,
+            };
             let ts = now();
             let mut entry = EntryRow {
                 seq: row.version + 1,
@@ -237,8 +252,8 @@ impl Ledgers {
                 metadata: req.metadata.as_ref().map(Value::to_string),
                 idempotency_key: req.idempotency_key.clone(),
                 request_hash: Some(req.request_hash.clone()),
-                unit_mu: Some(plan.chunk_unit.mu()),
-                unit_delta: Some(plan.chunk_unit.delta()),
+                unit_mu: Some(spec.plan.chunk_unit.mu()),
+                unit_delta: Some(spec.plan.chunk_unit.delta()),
                 run_id: Some(run_id.clone()),
                 ..EntryRow::new("run", ts.clone())
             };
@@ -298,6 +313,15 @@ impl Ledgers {
                     return Err(LedgerError::RunNotFound(run_id.to_owned()));
                 }
                 let run = run_view(&entries, id)?;
+                if let Some(asked) = req.chunk {
+                    if run.next_chunk != Some(asked) {
+                        return Err(LedgerError::ChunkMismatch {
+                            run: run_id.to_owned(),
+                            asked,
+                            next: run.next_chunk,
+                        });
+                    }
+                }
                 let Some(chunk) = run.next_chunk else {
                     return Err(LedgerError::RunComplete(run_id.to_owned()));
                 };
@@ -378,6 +402,28 @@ impl Ledgers {
                     charge: charge_id.to_owned(),
                     status,
                 });
+            }
+            // A run's later chunks start from this chunk's iterates: its output was used, so it
+            // cannot be refunded while one of them is held.
+            if let (true, Some(run), Some(chunk)) = (release, &charge.run_id, charge.chunk) {
+                let later = self
+                    .store
+                    .list_run(id, run)
+                    .await?
+                    .into_iter()
+                    .filter(|e| e.kind == "charge" && e.status.as_deref() != Some("released"))
+                    .filter_map(|e| e.chunk)
+                    .filter(|c| *c > chunk)
+                    .min();
+                if let Some(later) = later {
+                    return Err(LedgerError::ReleaseRefused {
+                        charge: charge_id.to_owned(),
+                        reason: format!(
+                            "chunk {later} of the same run is held, and it starts from this \
+                             chunk's output; release it first, or commit this one"
+                        ),
+                    });
+                }
             }
             let unit = match (charge.unit_mu, charge.unit_delta) {
                 (Some(m), Some(d)) => Certificate::new(m, d),

@@ -130,7 +130,7 @@ fn epsilon_of_delta_is_never_below_the_exact_root() {
 }
 
 #[test]
-fn seed_003_table_3_is_reproduced() {
+fn considered_harmful_table_3_is_reproduced() {
     // (ε, δ) → the μ whose Gaussian mechanism is exactly (ε, δ)-DP; the table prints 2 decimals, the
     // fixture has the exact root. Ours is never above it (μ-GDP at our μ must imply (ε, δ)-DP).
     let v = fixtures();

@@ -426,3 +426,60 @@ async fn every_state_change_is_idempotent_under_its_key() {
         )
     );
 }
+
+#[tokio::test]
+async fn a_chunk_request_names_its_chunk_and_a_used_chunk_is_not_refunded() {
+    let app = spawn_app().await;
+    app.dataset("d", 2.0).await;
+    let (_, run) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": gdp(0.3), "steps": 6, "chunk_steps": 2}),
+        )
+        .await;
+    let id = run["id"].as_str().unwrap().to_owned();
+    let uri = format!("/v1/datasets/d/runs/{id}/chunks");
+    let (s, c0) = app.post(&uri, json!({"chunk": 0, "reserve": true})).await;
+    assert_eq!(s, StatusCode::CREATED, "{c0}");
+    // A retry of that request without a key cannot admit chunk 1 in its place.
+    let (s, e) = app.post(&uri, json!({"chunk": 0, "reserve": true})).await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::CONFLICT, Some("chunk_mismatch")),
+        "{e}"
+    );
+    assert_eq!(e["details"]["next_chunk"], 1);
+    assert_eq!(dataset(&app).await["units"], 1);
+    // Chunk 1 starts from chunk 0's iterates: while it is held, chunk 0 cannot be refunded.
+    let (s, c1) = app.post(&uri, json!({"chunk": 1, "reserve": true})).await;
+    assert_eq!(s, StatusCode::CREATED, "{c1}");
+    let release = |c: &Value| {
+        format!(
+            "/v1/datasets/d/charges/{}/release",
+            c["charge"]["id"].as_str().unwrap()
+        )
+    };
+    let (s, e) = app
+        .post(&release(&c0), json!({"outputs_released": false}))
+        .await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::CONFLICT, Some("release_refused")),
+        "{e}"
+    );
+    // Released in reverse order, both are refunded.
+    assert_eq!(
+        app.post(&release(&c1), json!({"outputs_released": false}))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.post(&release(&c0), json!({"outputs_released": false}))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let d = dataset(&app).await;
+    assert_eq!((d["units"].as_i64(), f(&d["mu_spent"])), (Some(0), 0.0));
+}
