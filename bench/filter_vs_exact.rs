@@ -68,7 +68,7 @@ fn exact(events: &[Value], delta_b: f64) -> f64 {
 fn chunks(step: &Value, t: u64, chunk: u64) -> Vec<(Value, u64)> {
     let full = t / chunk;
     let mut u = vec![(sc(chunk, step.clone()), full)];
-    if t % chunk > 0 {
+    if !t.is_multiple_of(chunk) {
         u.push((sc(t % chunk, step.clone()), 1));
     }
     u
