@@ -48,9 +48,7 @@ pub enum UnitDelta {
 /// A unit's certificate (μ, δ): f ≥ G_μ ⊗ f_{0,δ} in both neighbour orders. Both finite, μ ≥ 0,
 /// δ ∈ [0, 1); only [`certify`] and [`Certificate::new`] make one (reading one back goes through
 /// `new`).
-/// On the wire: a unit's certificate, its trade-off curve is at least G_μ ⊗ f_{0,δ} in both
-/// neighbour orders.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 #[serde(try_from = "RawCertificate")]
 pub struct Certificate {
     /// μ of the Gaussian part (rounded up).

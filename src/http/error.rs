@@ -40,7 +40,7 @@ pub struct BudgetExceededBody {
     pub remaining_mu: f64,
     pub remaining_delta: f64,
     /// The unit's certificate (μᵢ, δᵢ) the gate tried.
-    pub unit: crate::accountant::certificate::Certificate,
+    pub unit: crate::ledger::CertificateView,
     #[schema(value_type = Object)]
     pub details: Value,
 }

@@ -5,7 +5,7 @@
 //! report; `tests` check that the mirrors serialise exactly like the originals, so the spec cannot
 //! drift from what the service sends.
 
-use crate::accountant::certificate::Certificate;
+use crate::ledger::CertificateView as Certificate;
 use crate::accountant::report::Report;
 use crate::ledger::{ChargeView, DatasetView, EntryView, Preview};
 use serde::{Deserialize, Serialize};

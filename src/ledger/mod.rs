@@ -94,6 +94,18 @@ impl From<StoreError> for LedgerError {
     }
 }
 
+/// A unit's certificate on the wire (the schema of [`Certificate`], which serialises the same way;
+/// the accountant's types carry no schema).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = Certificate)]
+pub struct CertificateView {
+    /// μ of the Gaussian part (an upper bound).
+    pub mu: f64,
+    /// δᵢ: the probability of the unit's "reveal" part; its trade-off curve is at least
+    /// G_μ ⊗ f_{0,δ} in both neighbour orders.
+    pub delta: f64,
+}
+
 /// Why a charge was rejected.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Rejection {
