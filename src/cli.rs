@@ -1,6 +1,6 @@
 //! Command-line entry points (the binary's `main` only parses arguments and calls these).
 
-use crate::accountant::report::{self, AccountRequest};
+use crate::accountant::account::{self, AccountRequest};
 use crate::accountant::AccountantError;
 use std::io::Read;
 use std::path::Path;
@@ -61,6 +61,6 @@ pub fn account(input: Option<&Path>) -> Result<String, CliError> {
     }
     let v: serde_json::Value = serde_json::from_str(&buf)?;
     let req = AccountRequest::from_json(&v).map_err(AccountantError::from)?;
-    let rep = report::account(&req)?;
+    let rep = account::account(&req)?;
     Ok(serde_json::to_string_pretty(&rep).expect("reports serialise"))
 }

@@ -51,7 +51,7 @@ pub struct ServeConfig {
 impl ServeConfig {
     /// Checks values clap cannot.
     pub fn validate(&self) -> Result<(), String> {
-        crate::accountant::report::check_grid_step(self.default_grid_step)
+        crate::accountant::params::check_grid_step(self.default_grid_step)
             .map_err(|r| format!("--default-grid-step {r}"))?;
         if self.max_body_bytes < 1024 {
             return Err("--max-body-bytes must be at least 1024".into());

@@ -30,7 +30,7 @@
 use super::composition::Composition;
 use super::event::{Count, Event, Positive};
 use super::json::{InputError, JsonPath, MAX_EXACT_INTEGER};
-use super::report::check_delta_slack;
+use super::params::check_delta_slack;
 use super::AccountantError;
 use serde::Serialize;
 
@@ -515,7 +515,7 @@ impl Search<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accountant::report::DEFAULT_DELTA_SLACK;
+    use crate::accountant::params::DEFAULT_DELTA_SLACK;
     use crate::accountant::NeighboringRelation;
     use serde_json::{json, Value};
 

@@ -26,8 +26,8 @@
 
 use super::composition::Composition;
 use super::event::Event;
+use super::guarantee::{Guarantee, Method, MuReport};
 use super::json::JsonPath;
-use super::report::{Guarantee, Method, MuReport};
 use super::{gdp, rounding, AccountantError, NeighboringRelation};
 use crate::accountant::clt::CltSums;
 use serde::Serialize;

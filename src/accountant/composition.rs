@@ -10,10 +10,10 @@
 use super::analytic::{gdp_terms, GdpComposition};
 use super::clt::{self, CltSums, Functionals};
 use super::event::{Event, NonNegative};
+use super::guarantee::Guarantee;
 use super::json::JsonPath;
 use super::pld::query::PldGuarantee;
 use super::pld::{Pld, Pmf};
-use super::report::Guarantee;
 use super::{AccountantError, NeighboringRelation};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -19,6 +19,7 @@
 //! Every figure may be loose, never optimistic: see [`rounding`] for how floating-point error is
 //! pushed toward more privacy loss, and each function's `# Soundness` section for its direction.
 
+pub mod account;
 pub mod analytic;
 pub mod calibrate;
 pub mod certificate;
@@ -28,8 +29,10 @@ pub mod dp_event;
 pub mod epsilon_delta;
 pub mod event;
 pub mod gdp;
+pub mod guarantee;
 pub mod json;
 pub mod normal;
+pub mod params;
 pub mod pld;
 pub mod report;
 pub mod rounding;

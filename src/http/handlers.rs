@@ -3,8 +3,9 @@
 use super::error::{ApiError, BudgetExceededBody, ErrorBody};
 use super::wire::*;
 use super::{ApiJson, AppState};
-use crate::accountant::report::{
-    check_alpha, check_delta, check_epsilon, AccountRequest, ReportOptions, MAX_POINTS,
+use crate::accountant::account::AccountRequest;
+use crate::accountant::params::{
+    check_alpha, check_delta, check_epsilon, ReportOptions, MAX_POINTS,
 };
 use crate::ledger::input::{self, ChargeRequest, NewDataset};
 use axum::extract::{Path, Query, State};

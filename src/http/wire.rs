@@ -5,8 +5,8 @@
 //! report; `tests` check that the mirrors serialise exactly like the originals, so the spec cannot
 //! drift from what the service sends.
 
-use crate::ledger::CertificateView as Certificate;
 use crate::accountant::report::Report;
+use crate::ledger::CertificateView as Certificate;
 use crate::ledger::{ChargeView, DatasetView, EntryView, Preview};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -484,7 +484,7 @@ impl From<&Preview> for PreviewWire {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accountant::report::{account, AccountRequest};
+    use crate::accountant::account::{account, AccountRequest};
     use serde_json::json;
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::accountant::calibrate::FreeParameter;
 use crate::accountant::json::{self, Fields, InputError, JsonPath};
-use crate::accountant::report::{check_delta_slack, check_grid_step, DEFAULT_DELTA_SLACK};
+use crate::accountant::params::{check_delta_slack, check_grid_step, DEFAULT_DELTA_SLACK};
 use crate::accountant::{Event, NeighboringRelation};
 use serde::Serialize;
 use serde_json::Value;

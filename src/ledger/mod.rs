@@ -15,10 +15,12 @@ pub mod input;
 mod units;
 pub use units::{RunPlan, RunView};
 
+use crate::accountant::account::{self, AccountRequest};
 use crate::accountant::certificate::{certify, Certificate, UnitDelta};
 use crate::accountant::composition::Composition;
-use crate::accountant::report::Guarantee;
-use crate::accountant::report::{self, AccountRequest, Report, ReportOptions};
+use crate::accountant::guarantee::Guarantee;
+use crate::accountant::params::ReportOptions;
+use crate::accountant::report::Report;
 use crate::accountant::work::{self, Work};
 use crate::accountant::{AccountantError, Event, NeighboringRelation};
 use crate::store::{Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
@@ -1245,6 +1247,6 @@ impl Ledgers {
 
     /// The stateless report of a list of events.
     pub async fn compose(&self, req: AccountRequest) -> Result<Report, LedgerError> {
-        blocking(move || report::account(&req).map_err(LedgerError::from)).await
+        blocking(move || account::account(&req).map_err(LedgerError::from)).await
     }
 }

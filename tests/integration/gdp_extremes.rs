@@ -7,10 +7,11 @@
 //! bound l ≤ it iff l ≤ the rounded-down one), so directedness is checked exactly; tightness is checked
 //! against the named tolerances below.
 
+use privacy_ledger::accountant::account::{account, AccountRequest};
 use privacy_ledger::accountant::analytic::GdpComposition;
+use privacy_ledger::accountant::guarantee::Guarantee;
 use privacy_ledger::accountant::json::JsonPath;
 use privacy_ledger::accountant::pld::{query::PldGuarantee, Pld};
-use privacy_ledger::accountant::report::{account, AccountRequest, Guarantee};
 use privacy_ledger::accountant::rounding::{TINY, U};
 use privacy_ledger::accountant::{gdp, AccountantError, Event, NeighboringRelation};
 use serde_json::json;

@@ -4,11 +4,13 @@
 //! (dp_accounting 0.6.0 PLDAccountant, connect-the-dots, pessimistic, h = 1e-4 unless stated; gdpnum
 //! 0.1.2 for μ).
 
+use privacy_ledger::accountant::account::{account, AccountRequest};
 use privacy_ledger::accountant::epsilon_delta::PureComposition;
+use privacy_ledger::accountant::guarantee::Guarantee;
 use privacy_ledger::accountant::json::JsonPath;
 use privacy_ledger::accountant::pld::query::PldGuarantee;
 use privacy_ledger::accountant::pld::Pld;
-use privacy_ledger::accountant::report::{account, AccountRequest, Guarantee, Report};
+use privacy_ledger::accountant::report::Report;
 use privacy_ledger::accountant::{gdp, Event, NeighboringRelation};
 use serde_json::{json, Value};
 

@@ -52,7 +52,8 @@ fn lower_violated(hi: &X, v: f64) -> bool {
     }
     hi.lt_f64(v - v.abs() * slack())
 }
-use privacy_ledger::accountant::report::{account, AccountRequest, Report};
+use privacy_ledger::accountant::account::{account, AccountRequest};
+use privacy_ledger::accountant::report::Report;
 use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

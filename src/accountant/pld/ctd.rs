@@ -103,7 +103,7 @@ pub(crate) fn discretise(
         rel_err: rel_in + 16.0 * U / denom,
         steps: 1,
     };
-    trim_zeros(&mut pmf);
+    pmf.trim_zeros();
     Ok(pmf)
 }
 
@@ -129,18 +129,6 @@ fn evaluate(out: &mut [f64], f: impl Fn(usize) -> f64 + Sync) {
             });
         }
     });
-}
-
-/// Removes exact zeros at both ends (keeps at least one point).
-pub(crate) fn trim_zeros(p: &mut Pmf) {
-    let first = p.mass.iter().position(|&m| m > 0.0).unwrap_or(0);
-    let last = p.mass.iter().rposition(|&m| m > 0.0).unwrap_or(first);
-    p.mass.truncate(last + 1);
-    p.mass.drain(..first);
-    p.lo += first as i64;
-    if p.mass.is_empty() {
-        p.mass.push(0.0);
-    }
 }
 
 #[cfg(test)]

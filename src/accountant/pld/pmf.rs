@@ -116,6 +116,18 @@ impl Pmf {
         AtomProfile::uniform(self.lo, self.h, shift, &self.mass)
     }
 
+    /// Removes exact zeros at both ends (keeps at least one point).
+    pub(crate) fn trim_zeros(&mut self) {
+        let first = self.mass.iter().position(|&m| m > 0.0).unwrap_or(0);
+        let last = self.mass.iter().rposition(|&m| m > 0.0).unwrap_or(first);
+        self.mass.truncate(last + 1);
+        self.mass.drain(..first);
+        self.lo += first as i64;
+        if self.mass.is_empty() {
+            self.mass.push(0.0);
+        }
+    }
+
     /// Composes with another PMF of the same grid step (the PLD of running both mechanisms).
     pub fn compose(&self, other: &Pmf) -> Result<Pmf, PldError> {
         self.compose_at(other, None)
@@ -286,7 +298,7 @@ impl Pmf {
         // checked against the repeated-squaring path in the tests.
         out.abs_err += fft_round_off(l, l2 * l1) * (1.0 + nf / (l as f64).sqrt());
         out.truncate_tails(TAIL_TRUNCATION);
-        super::ctd::trim_zeros(&mut out);
+        out.trim_zeros();
         Ok(out)
     }
 

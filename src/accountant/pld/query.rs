@@ -5,7 +5,7 @@ use super::profile::AtomProfile;
 use super::{Pld, Pmf};
 use crate::accountant::clt::CltSums;
 use crate::accountant::gdp;
-use crate::accountant::report::{Guarantee, Method, MuReport};
+use crate::accountant::guarantee::{Guarantee, Method, MuReport};
 use crate::accountant::rounding::{self, U};
 use crate::accountant::tradeoff::PiecewiseLinear;
 use std::sync::OnceLock;
