@@ -7,7 +7,10 @@ use crate::accountant::account::AccountRequest;
 use crate::accountant::params::{
     check_alpha, check_delta, check_epsilon, ReportOptions, MAX_POINTS,
 };
+use crate::accountant::report::Report;
 use crate::ledger::input::{self, ChargeRequest, NewDataset};
+use crate::ledger::schema::ReportWire;
+use crate::ledger::{Calibrated, DatasetReport, DatasetView, Preview};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -95,8 +98,8 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
 #[utoipa::path(post, path = "/v1/datasets", tag = "datasets",
     request_body = CreateDatasetRequest,
     responses(
-        (status = 201, description = "Created", body = Dataset),
-        (status = 200, description = "A retry of the same creation: the dataset", body = Dataset),
+        (status = 201, description = "Created", body = DatasetView),
+        (status = 200, description = "A retry of the same creation: the dataset", body = DatasetView),
         (status = 409, description = "A dataset with this id exists (created with another body)", body = ErrorBody),
         (status = "4XX", description = "Invalid request", body = ErrorBody),
         (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -106,7 +109,7 @@ pub async fn create_dataset(
 ) -> ApiResult<impl IntoResponse> {
     let d = NewDataset::from_json(&body, s.default_grid_step)?;
     let (v, created) = s.ledgers.create_dataset(d).await?;
-    Ok((created_or_ok(created), Json(Dataset::from(&v))))
+    Ok((created_or_ok(created), Json(v)))
 }
 
 /// List datasets by id (paginated: `limit`, `cursor`).
@@ -127,7 +130,7 @@ pub async fn list_datasets(
         .list_datasets(q.get("cursor").map(String::as_str), limit)
         .await?;
     Ok(Json(DatasetPage {
-        items: items.iter().map(Dataset::from).collect(),
+        items,
         next_cursor: next,
     }))
 }
@@ -135,14 +138,14 @@ pub async fn list_datasets(
 /// A dataset: budget, μ spent with its bracket, remaining μ, number of charges.
 #[utoipa::path(get, path = "/v1/datasets/{id}", tag = "datasets",
     params(("id" = String, Path, description = "Dataset id")),
-    responses((status = 200, description = "The dataset", body = Dataset),
+    responses((status = 200, description = "The dataset", body = DatasetView),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn get_dataset(
     State(s): State<AppState>,
     Path(id): Path<String>,
-) -> ApiResult<Json<Dataset>> {
-    Ok(Json(Dataset::from(&s.ledgers.get_dataset(&id).await?)))
+) -> ApiResult<Json<DatasetView>> {
+    Ok(Json(s.ledgers.get_dataset(&id).await?))
 }
 
 /// Change a dataset's budget (recorded in the ledger). With an `Idempotency-Key` a retry returns
@@ -151,7 +154,7 @@ pub async fn get_dataset(
     params(("id" = String, Path, description = "Dataset id"),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
     request_body = UpdateDatasetRequest,
-    responses((status = 200, description = "The updated dataset", body = Dataset),
+    responses((status = 200, description = "The updated dataset", body = DatasetView),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -351,7 +354,7 @@ pub async fn list_charges(
         };
     let (items, next) = s.ledgers.list_entries(&id, after, limit).await?;
     Ok(Json(EntryPage {
-        items: items.iter().map(Entry::from).collect(),
+        items,
         next_cursor: next,
     }))
 }
@@ -360,7 +363,7 @@ pub async fn list_charges(
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges/preview", tag = "charges",
     params(("id" = String, Path, description = "Dataset id")),
     request_body = ChargeRequestWire,
-    responses((status = 200, description = "The outcome the charge would have", body = PreviewWire),
+    responses((status = 200, description = "The outcome the charge would have", body = Preview),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -368,9 +371,9 @@ pub async fn preview_charge(
     State(s): State<AppState>,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<Value>,
-) -> ApiResult<Json<PreviewWire>> {
+) -> ApiResult<Json<Preview>> {
     let req = ChargeRequest::from_json(&body, None)?;
-    Ok(Json(PreviewWire::from(&s.ledgers.preview(&id, req).await?)))
+    Ok(Json(s.ledgers.preview(&id, req).await?))
 }
 
 fn report_options(q: &HashMap<String, String>) -> ApiResult<ReportOptions> {
@@ -394,7 +397,7 @@ fn report_options(q: &HashMap<String, String>) -> ApiResult<ReportOptions> {
            ("deltas" = Option<String>, Query, description = "Comma-separated δ values for ε(δ)"),
            ("epsilons" = Option<String>, Query, description = "Comma-separated ε values for δ(ε)"),
            ("alphas" = Option<String>, Query, description = "Comma-separated α values for the trade-off curve")),
-    responses((status = 200, description = "The report", body = DatasetReportWire),
+    responses((status = 200, description = "The report", body = DatasetReport),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -402,12 +405,10 @@ pub async fn get_report(
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<DatasetReportWire>> {
+) -> ApiResult<Json<DatasetReport>> {
     unknown_params(&q, &["deltas", "epsilons", "alphas"])?;
     let opts = report_options(&q)?;
-    Ok(Json(DatasetReportWire::from(
-        &s.ledgers.report(&id, opts).await?,
-    )))
+    Ok(Json(s.ledgers.report(&id, opts).await?))
 }
 
 /// `points` α values: half log-spaced over [1e-10, 1e-2), half evenly over [1e-2, 1].
@@ -463,7 +464,7 @@ pub async fn get_tradeoff(
         epsilons: vec![],
         ..ReportOptions::default()
     };
-    let r = DatasetReportWire::from(&s.ledgers.report(&id, opts).await?).report;
+    let r = s.ledgers.report(&id, opts).await?.report;
     Ok(Json(TradeoffWire {
         mu: r.mu,
         alpha_star: r.tier2.alpha_star,
@@ -479,9 +480,9 @@ pub async fn get_tradeoff(
 pub async fn compose(
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
-) -> ApiResult<Json<ReportWire>> {
+) -> ApiResult<Json<Report>> {
     let req = AccountRequest::from_json(&body)?;
-    Ok(Json(ReportWire::from(&s.ledgers.compose(req).await?)))
+    Ok(Json(s.ledgers.compose(req).await?))
 }
 
 /// Calibrate one free parameter of an event to what still fits the dataset's budget: the smallest
@@ -489,7 +490,7 @@ pub async fn compose(
 #[utoipa::path(post, path = "/v1/datasets/{id}/calibrate", tag = "accountant",
     params(("id" = String, Path, description = "Dataset id")),
     request_body = DatasetCalibrateRequest,
-    responses((status = 200, description = "The calibrated value", body = CalibrationWire),
+    responses((status = 200, description = "The calibrated value", body = Calibrated),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request or unreachable target", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -497,26 +498,22 @@ pub async fn calibrate_dataset(
     State(s): State<AppState>,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<Value>,
-) -> ApiResult<Json<CalibrationWire>> {
+) -> ApiResult<Json<Calibrated>> {
     let req = input::CalibrateRequest::from_json(&body, false)?;
-    Ok(Json(CalibrationWire::from(
-        &s.ledgers.calibrate(&id, req).await?,
-    )))
+    Ok(Json(s.ledgers.calibrate(&id, req).await?))
 }
 
 /// Calibrate one free parameter of an event against a μ target (stateless).
 #[utoipa::path(post, path = "/v1/accountant/calibrate", tag = "accountant",
     request_body = CalibrateRequestWire,
-    responses((status = 200, description = "The calibrated value", body = CalibrationWire),
+    responses((status = 200, description = "The calibrated value", body = Calibrated),
               (status = "4XX", description = "Invalid request or unreachable target", body = ErrorBody)))]
 pub async fn calibrate(
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
-) -> ApiResult<Json<CalibrationWire>> {
+) -> ApiResult<Json<Calibrated>> {
     let req = input::CalibrateRequest::from_json(&body, true)?;
-    Ok(Json(CalibrationWire::from(
-        &s.ledgers.calibrate_stateless(req).await?,
-    )))
+    Ok(Json(s.ledgers.calibrate_stateless(req).await?))
 }
 
 /// Liveness: the process answers.

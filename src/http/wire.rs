@@ -1,13 +1,14 @@
 //! Wire types: the JSON the API exchanges, with their OpenAPI schemas.
 //!
 //! Request bodies are parsed field by field by `ledger::input` (so errors name the JSON path); the
-//! request types here document them. Response types mirror the ledger's views and the accountant's
-//! report; `tests` check that the mirrors serialise exactly like the originals, so the spec cannot
-//! drift from what the service sends.
+//! request types here document them. Responses are the ledger's views themselves (they carry
+//! their schemas); the types here are the pages and the bodies the handlers assemble.
 
-use crate::accountant::report::Report;
+use crate::accountant::guarantee::MuReport;
+use crate::accountant::report::TradeoffPoint;
+use crate::ledger::schema::{MuWire, ReportWire, TradeoffPointWire};
 use crate::ledger::CertificateView as Certificate;
-use crate::ledger::{ChargeView, DatasetView, EntryView, Preview};
+use crate::ledger::{ChargeView, DatasetView, EntryView};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -49,47 +50,10 @@ pub struct UpdateDatasetRequest {
     pub budget: BudgetWire,
 }
 
-/// A budget as stored (δ resolved).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct BudgetView {
-    pub mu: f64,
-    pub delta: f64,
-}
-
-/// A dataset and what it has spent.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct Dataset {
-    pub id: String,
-    pub description: String,
-    pub neighboring_relation: String,
-    pub budget: BudgetView,
-    /// μ spent under the adaptive filter, √Σμᵢ² (rounded up).
-    pub mu_spent: f64,
-    /// δ spent under the filter, Σδᵢ.
-    pub delta_spent: f64,
-    /// √(μ_budget² − Σμᵢ²): the largest μ a further unit can have.
-    pub remaining_mu: f64,
-    /// δ_budget − Σδᵢ.
-    pub remaining_delta: f64,
-    /// Units counted by the filter (charges and chunks; reserved ones count, released ones not).
-    pub units: i64,
-    /// Units reserved, not yet committed or released.
-    pub reserved_units: i64,
-    /// μ of the exact composition of every charge: valid only if the whole sequence had been fixed
-    /// in advance; shown for comparison, never used to admit.
-    pub exact_composition_mu: Option<f64>,
-    pub charges: i64,
-    /// Number of ledger entries (charges and budget changes).
-    pub version: i64,
-    pub grid_step: f64,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
 /// A page of datasets.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct DatasetPage {
-    pub items: Vec<Dataset>,
+    pub items: Vec<DatasetView>,
     /// Pass as `cursor` for the next page; null on the last one.
     pub next_cursor: Option<String>,
 }
@@ -159,10 +123,10 @@ pub struct ReleaseRequestWire {
 }
 
 /// The body of a commit or release.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Settled {
     /// The charge with its new status.
-    pub charge: Charge,
+    pub charge: ChargeView,
     /// Release: the certificate the filter forgot.
     pub refund: Option<Certificate>,
     /// The filter's spending after the entry.
@@ -170,205 +134,31 @@ pub struct Settled {
     pub delta_spent: f64,
 }
 
-/// An admitted charge.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct Charge {
-    pub id: String,
-    /// Position in the dataset's ledger.
-    pub seq: i64,
-    #[schema(value_type = Object)]
-    pub event: Value,
-    pub label: Option<String>,
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<Value>,
-    pub idempotency_key: Option<String>,
-    /// The unit's certificate (μᵢ, δᵢ).
-    pub unit: Option<Certificate>,
-    /// μ spent under the filter after this charge.
-    pub mu_after: Option<f64>,
-    /// `committed`, `reserved` (counted; commit or release it) or `released` (refunded).
-    pub status: String,
-    /// The run this charge is a chunk of, and the chunk's index.
-    pub run_id: Option<String>,
-    pub chunk: Option<i64>,
-    pub created_at: String,
-}
-
 /// 201 body of a charge.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ChargeCreated {
-    pub charge: Charge,
+    pub charge: ChargeView,
+    /// The guarantee of the dataset's budget after the charge.
     pub report: ReportWire,
 }
 
-/// A ledger entry: a charge or a budget change.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct Entry {
-    pub seq: i64,
-    /// `charge`, `budget`, `run` (a declaration), `commit` or `release`.
-    pub kind: String,
-    pub charge: Option<Charge>,
-    pub budget: Option<BudgetView>,
-    /// Commit and release: the charge settled.
-    pub settles: Option<String>,
-    /// Run declarations: the run.
-    pub run_id: Option<String>,
-    /// Release: the caller's statement, `{outputs_released: false, reason}`.
-    #[schema(value_type = Option<Object>)]
-    pub statement: Option<Value>,
-    pub created_at: String,
-}
-
 /// A page of ledger entries.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct EntryPage {
-    pub items: Vec<Entry>,
+    pub items: Vec<EntryView>,
     /// Pass as `after` for the next page; null on the last one.
     pub next_cursor: Option<i64>,
 }
 
-/// What a charge would do (nothing written).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = Preview)]
-pub struct PreviewWire {
-    pub admitted: bool,
-    /// The unit's certificate the gate would use.
-    pub unit: Certificate,
-    /// μ and δ of the filter with the unit.
-    pub mu_after: Option<f64>,
-    pub delta_after: f64,
-    pub mu_budget: f64,
-    pub delta_budget: f64,
-    pub reason: Option<String>,
-    /// The filter's guarantee with the unit (as it stands, when rejected).
-    pub report: ReportWire,
-}
-
-/// μ-GDP summary.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = Mu)]
-pub struct MuWire {
-    /// Upper bound on the tight μ (sound); null when no finite μ holds within the δ slack.
-    pub upper: Option<f64>,
-    pub lower: Option<f64>,
-    pub delta_slack: f64,
-    /// Regret Δ of the fit (0 for Gaussian ledgers).
-    pub regret: Option<f64>,
-    /// Why μ is null.
-    pub reason: Option<String>,
-}
-
-/// ε at one δ (null epsilon = +∞).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = EpsilonPoint)]
-pub struct EpsilonPointWire {
-    pub delta: f64,
-    pub epsilon: Option<f64>,
-    pub epsilon_lower: Option<f64>,
-}
-
-/// δ at one ε.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = DeltaPoint)]
-pub struct DeltaPointWire {
-    pub epsilon: f64,
-    pub delta: f64,
-    pub delta_lower: f64,
-}
-
-/// The trade-off curve at one α.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = TradeoffPoint)]
-pub struct TradeoffPointWire {
-    pub alpha: f64,
-    /// Lower bound on f(α) (sound).
-    pub beta: f64,
-    pub beta_upper: f64,
-    /// Upper bound on an attack's TPR at FPR α.
-    pub tpr: f64,
-    /// The certified fit (1 − s)·G_μ(α/(1 − s)) at the reported μ and δ slack s.
-    pub gdp_beta: Option<f64>,
-}
-
-/// The Tier-II table of Gomez et al. ("(ε,δ) considered harmful").
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = Tier2)]
-pub struct Tier2Wire {
-    pub alpha_star: f64,
-    pub rows: Vec<TradeoffPointWire>,
-}
-
-/// CLT approximation (never enforced).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = Clt)]
-pub struct CltWire {
-    pub approximate: bool,
-    pub mu: f64,
-    pub gamma: f64,
-    pub berry_esseen_applies: bool,
-}
-
-/// Accountant identification.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = AccountantInfo)]
-pub struct AccountantWire {
-    pub name: String,
-    pub version: String,
-    pub event_model_version: u32,
-}
-
-/// The privacy report.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = Report)]
-pub struct ReportWire {
-    /// `analytic` or `pld`.
-    pub method: String,
-    pub neighboring_relation: String,
-    pub mu: MuWire,
-    pub epsilon: Vec<EpsilonPointWire>,
-    pub delta: Vec<DeltaPointWire>,
-    /// Upper bound on the largest membership-inference advantage (= δ(0) = η-TV).
-    pub advantage: f64,
-    pub advantage_lower: f64,
-    pub tradeoff: Vec<TradeoffPointWire>,
-    pub tier2: Tier2Wire,
-    /// Probability of unbounded privacy loss (never dropped).
-    pub infinity_mass: f64,
-    pub clt: Option<CltWire>,
-    pub invocations: u64,
-    pub accountant: AccountantWire,
-}
-
-/// The report of a dataset: every figure is that of the adaptive filter's guarantee
-/// G_{μ_B} ⊗ f_{0,δ_B} (the budget's), valid for the whole interaction however the charges are
-/// chosen; `mu_spent`/`delta_spent` are budget use (not a guarantee: they depend on the outputs);
-/// the exact composition of the charges is shown beside it, labelled.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = DatasetReport)]
-pub struct DatasetReportWire {
-    #[serde(flatten)]
-    pub report: ReportWire,
-    pub mu_spent: f64,
-    pub delta_spent: f64,
-    pub units: i64,
-    pub exact_composition: Option<ExactCompositionWire>,
-}
-
-/// The exact composition of every charge: valid only under the stated condition.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = ExactComposition)]
-pub struct ExactCompositionWire {
-    pub valid_only_if: String,
-    pub report: ReportWire,
-}
-
 /// The trade-off curve of a dataset.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = Tradeoff)]
 pub struct TradeoffWire {
-    pub mu: MuWire,
+    #[schema(value_type = MuWire)]
+    pub mu: MuReport,
     pub alpha_star: f64,
-    pub points: Vec<TradeoffPointWire>,
+    #[schema(value_type = Vec<TradeoffPointWire>)]
+    pub points: Vec<TradeoffPoint>,
 }
 
 /// `POST /v1/accountant/compose`.
@@ -413,93 +203,4 @@ pub struct CalibrateRequestWire {
     pub neighboring_relation: Option<String>,
     pub delta_slack: Option<f64>,
     pub grid_step: Option<f64>,
-}
-
-/// The result of a calibration.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = Calibration)]
-pub struct CalibrationWire {
-    pub free_parameter: String,
-    /// The smallest noise multiplier, or the largest count (0 when not even one step fits).
-    pub value: f64,
-    /// μ (upper bound) of the calibrated unit.
-    pub mu: f64,
-    /// The μ the unit may have (what remains of the filter, or the stateless target).
-    pub mu_target: f64,
-    /// The δ the unit is certified at.
-    pub delta: f64,
-    /// The event with the calibrated value filled in.
-    #[schema(value_type = Option<Object>)]
-    pub event: Option<Value>,
-    pub evaluations: u32,
-}
-
-impl From<&crate::ledger::Calibrated> for CalibrationWire {
-    fn from(c: &crate::ledger::Calibrated) -> Self {
-        mirror(c)
-    }
-}
-
-fn mirror<A: Serialize, B: for<'de> Deserialize<'de>>(a: &A) -> B {
-    serde_json::from_value(serde_json::to_value(a).expect("serialisable"))
-        .expect("wire types mirror the views")
-}
-
-impl From<&Report> for ReportWire {
-    fn from(r: &Report) -> Self {
-        mirror(r)
-    }
-}
-
-impl From<&crate::ledger::DatasetReport> for DatasetReportWire {
-    fn from(r: &crate::ledger::DatasetReport) -> Self {
-        mirror(r)
-    }
-}
-
-impl From<&DatasetView> for Dataset {
-    fn from(d: &DatasetView) -> Self {
-        mirror(d)
-    }
-}
-
-impl From<&ChargeView> for Charge {
-    fn from(c: &ChargeView) -> Self {
-        mirror(c)
-    }
-}
-
-impl From<&EntryView> for Entry {
-    fn from(e: &EntryView) -> Self {
-        mirror(e)
-    }
-}
-
-impl From<&Preview> for PreviewWire {
-    fn from(p: &Preview) -> Self {
-        mirror(p)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::accountant::account::{account, AccountRequest};
-    use serde_json::json;
-
-    #[test]
-    fn report_mirror_serialises_exactly_like_the_report() {
-        for events in [
-            json!([{"type": "gdp", "mu": 1.0}]),
-            json!([{"type": "laplace", "noise_multiplier": 1.0}]),
-        ] {
-            let r =
-                account(&AccountRequest::from_json(&json!({"events": events})).unwrap()).unwrap();
-            let w = ReportWire::from(&r);
-            assert_eq!(
-                serde_json::to_value(&w).unwrap(),
-                serde_json::to_value(&r).unwrap()
-            );
-        }
-    }
 }

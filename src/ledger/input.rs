@@ -14,7 +14,8 @@ pub const MAX_BUDGET_MU: f64 = 1e3;
 
 /// A dataset's budget for the adaptive filter: μ_B (Σμᵢ² ≤ μ_B²) and δ_B (Σδᵢ ≤ δ_B, the total
 /// probability of the units' "reveal" parts). `delta` defaults to [`DEFAULT_DELTA_SLACK`] (1e-10).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = BudgetView)]
 pub struct Budget {
     pub mu: f64,
     pub delta: f64,

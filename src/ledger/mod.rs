@@ -12,6 +12,7 @@
 
 pub mod filter;
 pub mod input;
+pub mod schema;
 mod units;
 pub use units::{RunPlan, RunView};
 
@@ -32,6 +33,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use utoipa::ToSchema;
 
 /// A unit that needs a δ (its privacy loss is unbounded, or bounded only up to the engine's
 /// truncation) gets δ_B / 1000 unless the charge names one: a dataset can take a thousand such units
@@ -126,11 +128,14 @@ pub struct Rejection {
     pub reason: String,
 }
 
-/// A dataset as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A dataset and what it has spent.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = Dataset)]
 pub struct DatasetView {
     pub id: String,
     pub description: String,
+    /// `add_or_remove_one` or `replace_one`.
+    #[schema(value_type = String)]
     pub neighboring_relation: NeighboringRelation,
     pub budget: Budget,
     /// μ spent under the adaptive filter, √Σμᵢ² over the admitted units (rounded up).
@@ -156,16 +161,21 @@ pub struct DatasetView {
     pub updated_at: String,
 }
 
-/// A charge as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// An admitted charge (a unit).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = Charge)]
 pub struct ChargeView {
     pub id: String,
+    /// Position in the dataset's ledger.
     pub seq: i64,
+    #[schema(value_type = Object)]
     pub event: Value,
     pub label: Option<String>,
+    #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
     pub idempotency_key: Option<String>,
     /// The unit's certificate (μᵢ, δᵢ).
+    #[schema(value_type = Option<CertificateView>)]
     pub unit: Option<Certificate>,
     /// μ spent under the filter after this charge.
     pub mu_after: Option<f64>,
@@ -178,10 +188,12 @@ pub struct ChargeView {
     pub created_at: String,
 }
 
-/// A ledger entry: a charge or a budget change.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A ledger entry: a charge, a budget change, a run's declaration, a commit or a release.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = Entry)]
 pub struct EntryView {
     pub seq: i64,
+    /// `charge`, `budget`, `run`, `commit` or `release`.
     pub kind: String,
     pub charge: Option<ChargeView>,
     pub budget: Option<Budget>,
@@ -190,6 +202,7 @@ pub struct EntryView {
     /// Run declarations: the run.
     pub run_id: Option<String>,
     /// Release entries: what the caller stated (`outputs_released`, `reason`).
+    #[schema(value_type = Option<Object>)]
     pub statement: Option<Value>,
     pub created_at: String,
 }
@@ -203,11 +216,12 @@ pub struct ChargeOutcome {
     pub body: Value,
 }
 
-/// What a charge would do.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What a charge would do (nothing written).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Preview {
     pub admitted: bool,
     /// The unit's certificate (μᵢ, δᵢ) the gate would use.
+    #[schema(value_type = CertificateView)]
     pub unit: Certificate,
     /// μ and δ of the filter with the unit.
     pub mu_after: Option<f64>,
@@ -216,16 +230,18 @@ pub struct Preview {
     pub delta_budget: f64,
     pub reason: Option<String>,
     /// The report of the filter's guarantee with the unit (or as it stands, when rejected).
+    #[schema(value_type = schema::ReportWire)]
     pub report: Report,
 }
 
 /// The report of a dataset: the filter's guarantee, and the exact composition beside it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct DatasetReport {
     /// Every figure of the report is that of the filter's guarantee G_{μ_B} ⊗ f_{0,δ_B}: valid for
     /// the whole interaction however the charges were (and will be) chosen. What was spent is budget
     /// use, below; it is not itself a guarantee (it depends on the outputs).
     #[serde(flatten)]
+    #[schema(value_type = schema::ReportWire)]
     pub report: Report,
     pub mu_spent: f64,
     pub delta_spent: f64,
@@ -234,10 +250,11 @@ pub struct DatasetReport {
 }
 
 /// The exact composition of every charge, labelled.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ExactComposition {
     /// Always the same warning: what this composition is valid for.
     pub valid_only_if: &'static str,
+    #[schema(value_type = schema::ReportWire)]
     pub report: Report,
 }
 
@@ -406,8 +423,9 @@ async fn blocking<T: Send + 'static>(
     .map_err(|e| LedgerError::Internal(format!("accountant task failed: {e}")))?
 }
 
-/// The outcome of a calibration.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The result of a calibration.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = Calibration)]
 pub struct Calibrated {
     pub free_parameter: String,
     /// The smallest noise multiplier, or the largest count (0 when not even one step fits).
@@ -419,6 +437,7 @@ pub struct Calibrated {
     /// The δ the unit is certified at.
     pub delta: f64,
     /// The event with the calibrated value filled in (absent when the count is 0).
+    #[schema(value_type = Option<Object>)]
     pub event: Option<Value>,
     pub evaluations: u32,
 }
