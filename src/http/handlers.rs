@@ -3,14 +3,9 @@
 use super::error::{ApiError, BudgetExceededBody, ErrorBody};
 use super::wire::*;
 use super::{ApiJson, AppState};
-use crate::accountant::account::AccountRequest;
-use crate::accountant::params::{
-    check_alpha, check_delta, check_epsilon, ReportOptions, MAX_POINTS,
-};
-use crate::accountant::report::Report;
 use crate::ledger::input::{self, ChargeRequest, NewDataset};
 use crate::ledger::schema::ReportWire;
-use crate::ledger::{Calibrated, DatasetReport, DatasetView, Preview};
+use crate::ledger::{Calibrated, DatasetReport, DatasetView, Preview, TradeoffView};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -38,36 +33,6 @@ fn page_limit(q: &HashMap<String, String>) -> ApiResult<i64> {
                 )
             }),
     }
-}
-
-fn number_list(
-    q: &HashMap<String, String>,
-    name: &str,
-    check: fn(f64) -> Result<f64, String>,
-) -> ApiResult<Option<Vec<f64>>> {
-    let Some(s) = q.get(name) else {
-        return Ok(None);
-    };
-    let parts: Vec<&str> = s.split(',').filter(|p| !p.trim().is_empty()).collect();
-    if parts.len() > MAX_POINTS {
-        return Err(ApiError::invalid_param(
-            &format!("query.{name}"),
-            format!("at most {MAX_POINTS} values"),
-        ));
-    }
-    parts
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let loc = format!("query.{name}[{i}]");
-            let x: f64 = p
-                .trim()
-                .parse()
-                .map_err(|_| ApiError::invalid_param(&loc, format!("{p:?} is not a number")))?;
-            check(x).map_err(|r| ApiError::invalid_param(&loc, r))
-        })
-        .collect::<ApiResult<Vec<f64>>>()
-        .map(Some)
 }
 
 fn unknown_params(q: &HashMap<String, String>, allowed: &[&str]) -> ApiResult<()> {
@@ -376,20 +341,6 @@ pub async fn preview_charge(
     Ok(Json(s.ledgers.preview(&id, req).await?))
 }
 
-fn report_options(q: &HashMap<String, String>) -> ApiResult<ReportOptions> {
-    let mut o = ReportOptions::default();
-    if let Some(v) = number_list(q, "deltas", check_delta)? {
-        o.deltas = v;
-    }
-    if let Some(v) = number_list(q, "epsilons", check_epsilon)? {
-        o.epsilons = v;
-    }
-    if let Some(v) = number_list(q, "alphas", check_alpha)? {
-        o.alphas = v;
-    }
-    Ok(o)
-}
-
 /// The privacy report of a dataset: μ with bracket and regret, ε(δ), δ(ε), advantage, the
 /// trade-off curve, the Tier-II table and the CLT estimate (approximate).
 #[utoipa::path(get, path = "/v1/datasets/{id}/report", tag = "reports",
@@ -407,19 +358,8 @@ pub async fn get_report(
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<DatasetReport>> {
     unknown_params(&q, &["deltas", "epsilons", "alphas"])?;
-    let opts = report_options(&q)?;
+    let opts = input::report_query(&q)?;
     Ok(Json(s.ledgers.report(&id, opts).await?))
-}
-
-/// `points` α values: half log-spaced over [1e-10, 1e-2), half evenly over [1e-2, 1].
-fn curve_alphas(points: usize) -> Vec<f64> {
-    let low = points / 2;
-    let high = points - low;
-    let mut a: Vec<f64> = (0..low)
-        .map(|i| 10f64.powf(-10.0 + 8.0 * i as f64 / low.max(1) as f64))
-        .collect();
-    a.extend((0..high).map(|i| 0.01 + 0.99 * i as f64 / (high.max(2) - 1) as f64));
-    a
 }
 
 /// The dataset's symmetrised trade-off curve f(α) and G_μ(α) at the same α: `points=N` spread over
@@ -428,7 +368,7 @@ fn curve_alphas(points: usize) -> Vec<f64> {
     params(("id" = String, Path, description = "Dataset id"),
            ("points" = Option<usize>, Query, description = "Number of α values (2-10000, default 100)"),
            ("alpha" = Option<String>, Query, description = "Comma-separated α values")),
-    responses((status = 200, description = "The curve", body = TradeoffWire),
+    responses((status = 200, description = "The curve", body = TradeoffView),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -436,40 +376,10 @@ pub async fn get_tradeoff(
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<TradeoffWire>> {
+) -> ApiResult<Json<TradeoffView>> {
     unknown_params(&q, &["points", "alpha"])?;
-    let alphas = match (number_list(&q, "alpha", check_alpha)?, q.get("points")) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::invalid_param(
-                "query.points",
-                "give either points or alpha, not both",
-            ))
-        }
-        (Some(a), None) => a,
-        (None, Some(p)) => {
-            let n = p
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (2..=10_000).contains(n))
-                .ok_or_else(|| {
-                    ApiError::invalid_param("query.points", "must be a whole number in [2, 10000]")
-                })?;
-            curve_alphas(n)
-        }
-        (None, None) => curve_alphas(100),
-    };
-    let opts = ReportOptions {
-        alphas,
-        deltas: vec![],
-        epsilons: vec![],
-        ..ReportOptions::default()
-    };
-    let r = s.ledgers.report(&id, opts).await?.report;
-    Ok(Json(TradeoffWire {
-        mu: r.mu,
-        alpha_star: r.tier2.alpha_star,
-        points: r.tradeoff,
-    }))
+    let alphas = input::tradeoff_query(&q)?;
+    Ok(Json(s.ledgers.tradeoff(&id, alphas).await?))
 }
 
 /// The report for a list of events, stateless (nothing is stored).
@@ -480,8 +390,8 @@ pub async fn get_tradeoff(
 pub async fn compose(
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
-) -> ApiResult<Json<Report>> {
-    let req = AccountRequest::from_json(&body)?;
+) -> ApiResult<impl IntoResponse> {
+    let req = input::compose_request(&body)?;
     Ok(Json(s.ledgers.compose(req).await?))
 }
 

@@ -4,9 +4,7 @@
 //! request types here document them. Responses are the ledger's views themselves (they carry
 //! their schemas); the types here are the pages and the bodies the handlers assemble.
 
-use crate::accountant::guarantee::MuReport;
-use crate::accountant::report::TradeoffPoint;
-use crate::ledger::schema::{MuWire, ReportWire, TradeoffPointWire};
+use crate::ledger::schema::ReportWire;
 use crate::ledger::CertificateView as Certificate;
 use crate::ledger::{ChargeView, DatasetView, EntryView};
 use serde::{Deserialize, Serialize};
@@ -148,17 +146,6 @@ pub struct EntryPage {
     pub items: Vec<EntryView>,
     /// Pass as `after` for the next page; null on the last one.
     pub next_cursor: Option<i64>,
-}
-
-/// The trade-off curve of a dataset.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[schema(as = Tradeoff)]
-pub struct TradeoffWire {
-    #[schema(value_type = MuWire)]
-    pub mu: MuReport,
-    pub alpha_star: f64,
-    #[schema(value_type = Vec<TradeoffPointWire>)]
-    pub points: Vec<TradeoffPoint>,
 }
 
 /// `POST /v1/accountant/compose`.

@@ -1,13 +1,18 @@
 //! Parse, don't validate: request bodies become the ledger's validated types at the edge, with
 //! errors naming the JSON path of the bad field.
 
+use crate::accountant::account::AccountRequest;
 use crate::accountant::calibrate::FreeParameter;
 use crate::accountant::json::{self, Fields, InputError, JsonPath};
-use crate::accountant::params::{check_delta_slack, check_grid_step, DEFAULT_DELTA_SLACK};
+use crate::accountant::params::{
+    check_alpha, check_delta, check_delta_slack, check_epsilon, check_grid_step, ReportOptions,
+    DEFAULT_DELTA_SLACK, MAX_POINTS,
+};
 use crate::accountant::{Event, NeighboringRelation};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 
 /// Largest μ budget accepted (beyond ~30 a μ-GDP guarantee means nothing).
 pub const MAX_BUDGET_MU: f64 = 1e3;
@@ -496,5 +501,100 @@ impl CalibrateRequest {
         }
         f.finish()?;
         Ok(req)
+    }
+}
+
+/// `POST /v1/accountant/compose`: the stateless request.
+pub fn compose_request(v: &Value) -> Result<AccountRequest, InputError> {
+    AccountRequest::from_json(v)
+}
+
+/// A rejected query parameter (`query.deltas[1]`).
+fn query_error(location: String, reason: impl Into<String>) -> InputError {
+    InputError {
+        path: location,
+        reason: reason.into(),
+    }
+}
+
+/// A comma-separated list of numbers in query parameter `name`, each checked.
+fn number_list(
+    q: &HashMap<String, String>,
+    name: &str,
+    check: fn(f64) -> Result<f64, String>,
+) -> Result<Option<Vec<f64>>, InputError> {
+    let Some(s) = q.get(name) else {
+        return Ok(None);
+    };
+    let parts: Vec<&str> = s.split(',').filter(|p| !p.trim().is_empty()).collect();
+    if parts.len() > MAX_POINTS {
+        return Err(query_error(
+            format!("query.{name}"),
+            format!("at most {MAX_POINTS} values"),
+        ));
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let loc = format!("query.{name}[{i}]");
+            let x: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| query_error(loc.clone(), format!("{p:?} is not a number")))?;
+            check(x).map_err(|r| query_error(loc, r))
+        })
+        .collect::<Result<Vec<f64>, InputError>>()
+        .map(Some)
+}
+
+/// `GET /v1/datasets/{id}/report?deltas=&epsilons=&alphas=`.
+pub fn report_query(q: &HashMap<String, String>) -> Result<ReportOptions, InputError> {
+    let mut o = ReportOptions::default();
+    if let Some(v) = number_list(q, "deltas", check_delta)? {
+        o.deltas = v;
+    }
+    if let Some(v) = number_list(q, "epsilons", check_epsilon)? {
+        o.epsilons = v;
+    }
+    if let Some(v) = number_list(q, "alphas", check_alpha)? {
+        o.alphas = v;
+    }
+    Ok(o)
+}
+
+/// `points` α values: half log-spaced over [1e-10, 1e-2), half evenly over [1e-2, 1].
+fn curve_alphas(points: usize) -> Vec<f64> {
+    let low = points / 2;
+    let high = points - low;
+    let mut a: Vec<f64> = (0..low)
+        .map(|i| 10f64.powf(-10.0 + 8.0 * i as f64 / low.max(1) as f64))
+        .collect();
+    a.extend((0..high).map(|i| 0.01 + 0.99 * i as f64 / (high.max(2) - 1) as f64));
+    a
+}
+
+/// `GET /v1/datasets/{id}/tradeoff?points=` or `?alpha=`: the α values of the curve.
+pub fn tradeoff_query(q: &HashMap<String, String>) -> Result<Vec<f64>, InputError> {
+    match (number_list(q, "alpha", check_alpha)?, q.get("points")) {
+        (Some(_), Some(_)) => Err(query_error(
+            "query.points".into(),
+            "give either points or alpha, not both",
+        )),
+        (Some(a), None) => Ok(a),
+        (None, Some(p)) => {
+            let n = p
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (2..=10_000).contains(n))
+                .ok_or_else(|| {
+                    query_error(
+                        "query.points".into(),
+                        "must be a whole number in [2, 10000]",
+                    )
+                })?;
+            Ok(curve_alphas(n))
+        }
+        (None, None) => Ok(curve_alphas(100)),
     }
 }

@@ -249,6 +249,17 @@ pub struct DatasetReport {
     pub exact_composition: Option<ExactComposition>,
 }
 
+/// The trade-off curve of a dataset's guarantee.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = Tradeoff)]
+pub struct TradeoffView {
+    #[schema(value_type = schema::MuWire)]
+    pub mu: crate::accountant::guarantee::MuReport,
+    pub alpha_star: f64,
+    #[schema(value_type = Vec<schema::TradeoffPointWire>)]
+    pub points: Vec<crate::accountant::report::TradeoffPoint>,
+}
+
 /// The exact composition of every charge, labelled.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ExactComposition {
@@ -1200,6 +1211,22 @@ impl Ledgers {
             })
         })
         .await
+    }
+
+    /// The trade-off curve of the dataset's guarantee at `alphas`.
+    pub async fn tradeoff(&self, id: &str, alphas: Vec<f64>) -> Result<TradeoffView, LedgerError> {
+        let opts = ReportOptions {
+            alphas,
+            deltas: vec![],
+            epsilons: vec![],
+            ..ReportOptions::default()
+        };
+        let r = self.report(id, opts).await?.report;
+        Ok(TradeoffView {
+            mu: r.mu,
+            alpha_star: r.tier2.alpha_star,
+            points: r.tradeoff,
+        })
     }
 
     /// Calibrates one free parameter of a unit against the gate itself: the smallest noise
