@@ -364,3 +364,65 @@ async fn calibration_agrees_with_the_gate_exactly() {
         .await;
     assert_eq!((s, c["value"].as_f64()), (StatusCode::OK, Some(0.0)), "{c}");
 }
+
+/// Gaussian-only workloads admit exactly what the old gate admitted: for Gaussian units the
+/// filter's Σμᵢ² ≤ μ_B² is the exact composition's √Σμᵢ² ≤ μ_B (Dong, Roth & Su, Cor. 2), so every
+/// decision of a long mixed sequence of gdp, gaussian and self-composed Gaussian charges matches the
+/// closed form, including a charge of exactly the remaining μ.
+#[tokio::test]
+async fn gaussian_only_workloads_admit_exactly_what_they_did_before() {
+    let app = spawn_app().await;
+    app.post("/v1/datasets", json!({"id": "g", "budget": {"mu": 3.0}}))
+        .await;
+    // (event, its μ under add/remove: 1/σ per Gaussian, √n/σ for n of them)
+    let units: Vec<(Value, f64)> = vec![
+        (json!({"type": "gdp", "mu": 1.0}), 1.0),
+        (json!({"type": "gaussian", "noise_multiplier": 0.5}), 2.0),
+        (json!({"type": "gaussian", "noise_multiplier": 2.0}), 0.5),
+        (json!({"type": "gdp", "mu": 2.5}), 2.5),
+        (
+            json!({"type": "self_composed", "count": 4, "event": {"type": "gaussian", "noise_multiplier": 4.0}}),
+            0.5,
+        ),
+        (json!({"type": "gdp", "mu": 1.2}), 1.2),
+        (json!({"type": "gdp", "mu": 0.9}), 0.9),
+        (json!({"type": "gdp", "mu": 0.3}), 0.3),
+    ];
+    let mut sum_sq = 0.0f64;
+    for (ev, mu) in units {
+        let fits = sum_sq + mu * mu <= 9.0 * (1.0 + 1e-9);
+        let (s, b) = app
+            .post("/v1/datasets/g/charges", json!({"event": ev}))
+            .await;
+        let want = if fits {
+            StatusCode::CREATED
+        } else {
+            StatusCode::CONFLICT
+        };
+        assert_eq!(s, want, "{ev} with sum {sum_sq}: {b}");
+        if fits {
+            sum_sq += mu * mu;
+            assert_eq!(b["charge"]["unit"]["delta"], 0.0);
+        }
+    }
+    // 1 + 4 + 0.25 + 0.25 + 1.44 + 0.81 + 0.09 = 7.84 spent (2.5 was rejected); exactly the
+    // remaining μ = √1.16 fits.
+    assert!((sum_sq - 7.84).abs() < 1e-12);
+    let (_, d) = app.get("/v1/datasets/g").await;
+    let rest = d["remaining_mu"].as_f64().unwrap();
+    assert!((rest - 1.16f64.sqrt()).abs() < 1e-12, "{d}");
+    let (s, b) = app
+        .post(
+            "/v1/datasets/g/charges",
+            json!({"event": {"type": "gdp", "mu": rest}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (s, _) = app
+        .post(
+            "/v1/datasets/g/charges",
+            json!({"event": {"type": "gdp", "mu": 1e-4}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+}
