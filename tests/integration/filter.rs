@@ -418,10 +418,12 @@ async fn gaussian_only_workloads_admit_exactly_what_they_did_before() {
         )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{b}");
+    // Full, up to the gate's tolerance (relative 1e-9 on μ: μ² may exceed 9 by 1.8e-8, so μ = 1e-4
+    // would still pass): μ = 1e-3 (μ² = 1e-6) no longer fits.
     let (s, _) = app
         .post(
             "/v1/datasets/g/charges",
-            json!({"event": {"type": "gdp", "mu": 1e-4}}),
+            json!({"event": {"type": "gdp", "mu": 1e-3}}),
         )
         .await;
     assert_eq!(s, StatusCode::CONFLICT);
