@@ -9,6 +9,7 @@
 use privacy_ledger::accountant::certificate::{certify, Certificate, UnitDelta};
 use privacy_ledger::accountant::composition::Composition;
 use privacy_ledger::accountant::json::JsonPath;
+use privacy_ledger::accountant::params::GridStep;
 use privacy_ledger::accountant::{Event, NeighboringRelation};
 use serde_json::{json, Value};
 
@@ -35,9 +36,15 @@ fn sc(n: u64, e: Value) -> Value {
 }
 
 fn cert(e: &Value, d: UnitDelta) -> Option<Certificate> {
-    certify(&ev(e.clone()), REL, H, d, &JsonPath::root())
-        .ok()
-        .map(|c| c[0])
+    certify(
+        &ev(e.clone()),
+        REL,
+        GridStep::new(H).unwrap(),
+        d,
+        &JsonPath::root(),
+    )
+    .ok()
+    .map(|c| c[0])
 }
 
 /// (μ, δ) of the filter over `units` (each (event, how many identical units)).
@@ -53,7 +60,7 @@ fn filter(units: &[(Value, u64)], delta_b: f64) -> (f64, f64) {
 
 /// μ (upper, at δ_B) of the exact composition of `events`.
 fn exact(events: &[Value], delta_b: f64) -> f64 {
-    let mut c = Composition::new(REL, H);
+    let mut c = Composition::new(REL, GridStep::new(H).unwrap());
     for e in events {
         c.push(&ev(e.clone()), &JsonPath::root()).expect("composes");
     }

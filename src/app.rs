@@ -1,5 +1,6 @@
 //! Wiring: build the application from its configuration, serve it, shut down gracefully.
 
+use crate::accountant::params::GridStep;
 use crate::config::{LogFormat, ServeConfig};
 use crate::http::{self, AppState, Limits};
 use crate::ledger::Ledgers;
@@ -37,7 +38,7 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
 }
 
 /// The application state over a store.
-pub fn state(store: Arc<dyn Store>, default_grid_step: f64) -> AppState {
+pub fn state(store: Arc<dyn Store>, default_grid_step: GridStep) -> AppState {
     AppState {
         ledgers: Arc::new(Ledgers::new(store)),
         metrics: metrics_handle(),
@@ -73,7 +74,7 @@ impl Application {
             max_body_bytes: cfg.max_body_bytes,
             request_timeout: Duration::from_secs(cfg.request_timeout_secs),
         };
-        let router = http::router(state(store, cfg.default_grid_step), limits);
+        let router = http::router(state(store, cfg.grid_step()?), limits);
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;

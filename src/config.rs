@@ -49,10 +49,15 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
+    /// The validated default grid step.
+    pub fn grid_step(&self) -> Result<crate::accountant::params::GridStep, String> {
+        crate::accountant::params::GridStep::new(self.default_grid_step)
+            .map_err(|r| format!("--default-grid-step {r}"))
+    }
+
     /// Checks values clap cannot.
     pub fn validate(&self) -> Result<(), String> {
-        crate::accountant::params::check_grid_step(self.default_grid_step)
-            .map_err(|r| format!("--default-grid-step {r}"))?;
+        self.grid_step()?;
         if self.max_body_bytes < 1024 {
             return Err("--max-body-bytes must be at least 1024".into());
         }

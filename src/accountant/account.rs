@@ -53,21 +53,21 @@ impl AccountRequest {
         };
         let mut options = ReportOptions::default();
         if let Some((x, p)) = f.optional("deltas") {
-            options.deltas = json::number_list(x, &p, MAX_POINTS, check_delta)?;
+            options.deltas = json::number_list(x, &p, MAX_POINTS, Delta::new)?;
         }
         if let Some((x, p)) = f.optional("epsilons") {
-            options.epsilons = json::number_list(x, &p, MAX_POINTS, check_epsilon)?;
+            options.epsilons = json::number_list(x, &p, MAX_POINTS, Epsilon::new)?;
         }
         if let Some((x, p)) = f.optional("alphas") {
-            options.alphas = json::number_list(x, &p, MAX_POINTS, check_alpha)?;
+            options.alphas = json::number_list(x, &p, MAX_POINTS, Alpha::new)?;
         }
         if let Some((x, p)) = f.optional("delta_slack") {
             options.delta_slack =
-                check_delta_slack(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
+                DeltaSlack::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
         }
         if let Some((x, p)) = f.optional("grid_step") {
             options.grid_step =
-                check_grid_step(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
+                GridStep::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
         }
         f.finish()?;
         Ok(AccountRequest {

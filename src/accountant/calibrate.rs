@@ -30,7 +30,7 @@
 use super::composition::Composition;
 use super::event::{Count, Event, Positive};
 use super::json::{InputError, JsonPath, MAX_EXACT_INTEGER};
-use super::params::check_delta_slack;
+use super::params::DeltaSlack;
 use super::AccountantError;
 use serde::Serialize;
 
@@ -119,7 +119,7 @@ pub fn calibrate(
     event: &Event,
     free: FreeParameter,
     target_mu: f64,
-    delta_slack: f64,
+    delta_slack: DeltaSlack,
     path: &JsonPath,
 ) -> Result<Calibration, AccountantError> {
     if !(target_mu.is_finite() && target_mu >= 0.0) {
@@ -129,12 +129,10 @@ pub fn calibrate(
         )
         .into());
     }
-    check_delta_slack(delta_slack)
-        .map_err(|r| InputError::new(path, format!("the delta slack {r}")))?;
     let mut judge = MuTarget {
         base,
         target: target_mu,
-        delta_slack,
+        delta_slack: delta_slack.get(),
     };
     calibrate_by(event, free, &mut judge, path)
 }
@@ -515,6 +513,7 @@ impl Search<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::accountant::params::GridStep;
     use crate::accountant::params::DEFAULT_DELTA_SLACK;
     use crate::accountant::NeighboringRelation;
     use serde_json::{json, Value};
@@ -526,7 +525,10 @@ mod tests {
     }
 
     fn empty() -> Composition {
-        Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-4)
+        Composition::new(
+            NeighboringRelation::AddOrRemoveOne,
+            GridStep::new(1e-4).unwrap(),
+        )
     }
 
     fn root() -> JsonPath {
@@ -550,7 +552,7 @@ mod tests {
                 &e,
                 FreeParameter::NoiseMultiplier,
                 target,
-                SLACK,
+                DeltaSlack::new(SLACK).unwrap(),
                 &root(),
             )
             .unwrap();
@@ -572,14 +574,17 @@ mod tests {
 
     #[test]
     fn replace_one_doubles_the_noise() {
-        let base = Composition::new(NeighboringRelation::ReplaceOne, 1e-4);
+        let base = Composition::new(
+            NeighboringRelation::ReplaceOne,
+            GridStep::new(1e-4).unwrap(),
+        );
         let e = ev(json!({"type": "gaussian", "noise_multiplier": 1.0}));
         let c = calibrate(
             &base,
             &e,
             FreeParameter::NoiseMultiplier,
             0.5,
-            SLACK,
+            DeltaSlack::new(SLACK).unwrap(),
             &root(),
         )
         .unwrap();
@@ -591,7 +596,15 @@ mod tests {
         for (sigma, target) in [(8.0, 1.01), (3.0, 2.5), (10.0, 1.0 + 1e-9), (2.0, 0.3)] {
             let e = ev(json!({"type": "self_composed", "count": 1,
                               "event": {"type": "gaussian", "noise_multiplier": sigma}}));
-            let c = calibrate(&empty(), &e, FreeParameter::Count, target, SLACK, &root()).unwrap();
+            let c = calibrate(
+                &empty(),
+                &e,
+                FreeParameter::Count,
+                target,
+                DeltaSlack::new(SLACK).unwrap(),
+                &root(),
+            )
+            .unwrap();
             let mu_step = 1.0 / sigma;
             let exact = ((target / mu_step) * (target / mu_step)).floor();
             assert_eq!(c.value, exact, "σ {sigma}, target {target}");
@@ -604,7 +617,15 @@ mod tests {
     fn large_counts_stay_within_the_evaluation_bound() {
         let e = ev(json!({"type": "self_composed", "count": 7,
                           "event": {"type": "gaussian", "noise_multiplier": 1e6}}));
-        let c = calibrate(&empty(), &e, FreeParameter::Count, 1.5, SLACK, &root()).unwrap();
+        let c = calibrate(
+            &empty(),
+            &e,
+            FreeParameter::Count,
+            1.5,
+            DeltaSlack::new(SLACK).unwrap(),
+            &root(),
+        )
+        .unwrap();
         // (1.5 / 1e-6)² = 2.25e12, up to rounding of the last unit.
         assert!((c.value - 2.25e12).abs() <= 1.0, "{}", c.value);
         assert!(c.evaluations <= MAX_EVALUATIONS, "{}", c.evaluations);
@@ -615,7 +636,15 @@ mod tests {
         let e = ev(json!({"type": "self_composed", "count": 1,
                           "event": {"type": "poisson_sampled", "sampling_rate": 0.0,
                                     "event": {"type": "gaussian", "noise_multiplier": 1.0}}}));
-        let c = calibrate(&empty(), &e, FreeParameter::Count, 0.1, SLACK, &root()).unwrap();
+        let c = calibrate(
+            &empty(),
+            &e,
+            FreeParameter::Count,
+            0.1,
+            DeltaSlack::new(SLACK).unwrap(),
+            &root(),
+        )
+        .unwrap();
         assert_eq!(c.value, MAX_EXACT_INTEGER as f64);
         assert_eq!(c.mu, 0.0);
     }
@@ -628,7 +657,15 @@ mod tests {
                                     "event": {"type": "gaussian", "noise_multiplier": 1.0}}}));
         let target = 0.2;
         let f = FreeParameter::NoiseMultiplier;
-        let c = calibrate(&base, &e, f, target, SLACK, &root()).unwrap();
+        let c = calibrate(
+            &base,
+            &e,
+            f,
+            target,
+            DeltaSlack::new(SLACK).unwrap(),
+            &root(),
+        )
+        .unwrap();
         assert!(c.mu <= target);
         assert_eq!(mu_at(&base, &e, f, c.value), Some(c.mu));
         let below = mu_at(&base, &e, f, c.value * (1.0 - 1e-4));
@@ -640,10 +677,13 @@ mod tests {
 
     #[test]
     fn laplace_noise_multiplier_meets_the_target() {
-        let base = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-3);
+        let base = Composition::new(
+            NeighboringRelation::AddOrRemoveOne,
+            GridStep::new(1e-3).unwrap(),
+        );
         let e = ev(json!({"type": "laplace", "noise_multiplier": 1.0}));
         let f = FreeParameter::NoiseMultiplier;
-        let c = calibrate(&base, &e, f, 0.5, SLACK, &root()).unwrap();
+        let c = calibrate(&base, &e, f, 0.5, DeltaSlack::new(SLACK).unwrap(), &root()).unwrap();
         assert!(c.mu <= 0.5);
         assert!(mu_at(&base, &e, f, c.value * (1.0 - 1e-4)).is_none_or(|m| m > 0.5));
     }
@@ -660,7 +700,7 @@ mod tests {
             &e,
             FreeParameter::NoiseMultiplier,
             1.0,
-            SLACK,
+            DeltaSlack::new(SLACK).unwrap(),
             &root(),
         )
         .unwrap();
@@ -669,7 +709,15 @@ mod tests {
         // Steps of μ 0.2: (1.01² − 0.36)/0.04 = 16.5.
         let e = ev(json!({"type": "self_composed", "count": 3,
                           "event": {"type": "gaussian", "noise_multiplier": 5.0}}));
-        let c = calibrate(&base, &e, FreeParameter::Count, 1.01, SLACK, &root()).unwrap();
+        let c = calibrate(
+            &base,
+            &e,
+            FreeParameter::Count,
+            1.01,
+            DeltaSlack::new(SLACK).unwrap(),
+            &root(),
+        )
+        .unwrap();
         assert_eq!(c.value, 16.0);
     }
 
@@ -683,7 +731,15 @@ mod tests {
         ]}));
         let f = FreeParameter::NoiseMultiplier;
         // μ² = 0.09 + 4/σ² + 0.25 ≤ 1: σ = 2/√0.66.
-        let c = calibrate(&empty(), &e, f, 1.0, SLACK, &root()).unwrap();
+        let c = calibrate(
+            &empty(),
+            &e,
+            f,
+            1.0,
+            DeltaSlack::new(SLACK).unwrap(),
+            &root(),
+        )
+        .unwrap();
         let exact = 2.0 / 0.66f64.sqrt();
         assert!((c.value - exact).abs() <= 1e-6 * exact, "{}", c.value);
         let set = with_free_parameter(&e, f, c.value, &root()).unwrap();
@@ -693,7 +749,15 @@ mod tests {
         assert_eq!(events[0], e_at(&e, 0));
         assert_eq!(events[2], e_at(&e, 2));
         // Count: (1 − 0.09 − 0.25)/(1/81) = 53.46.
-        let c = calibrate(&empty(), &e, FreeParameter::Count, 1.0, SLACK, &root()).unwrap();
+        let c = calibrate(
+            &empty(),
+            &e,
+            FreeParameter::Count,
+            1.0,
+            DeltaSlack::new(SLACK).unwrap(),
+            &root(),
+        )
+        .unwrap();
         assert_eq!(c.value, 53.0);
     }
 
@@ -712,8 +776,15 @@ mod tests {
         let e = ev(json!({"type": "poisson_sampled", "sampling_rate": 0.5,
                           "event": {"type": "gaussian", "noise_multiplier": 1.0}}));
         let path = root().field("event");
-        let err =
-            calibrate(&base, &e, FreeParameter::NoiseMultiplier, 1.0, SLACK, &path).unwrap_err();
+        let err = calibrate(
+            &base,
+            &e,
+            FreeParameter::NoiseMultiplier,
+            1.0,
+            DeltaSlack::new(SLACK).unwrap(),
+            &path,
+        )
+        .unwrap_err();
         match &err {
             AccountantError::Unsupported { path, reason } => {
                 assert_eq!(path, "$.event.event.noise_multiplier");
@@ -724,11 +795,27 @@ mod tests {
         // Counts: nothing more fits, and the base's μ is reported.
         let e = ev(json!({"type": "self_composed", "count": 1,
                           "event": {"type": "gaussian", "noise_multiplier": 1.0}}));
-        let c = calibrate(&base, &e, FreeParameter::Count, 1.0, SLACK, &root()).unwrap();
+        let c = calibrate(
+            &base,
+            &e,
+            FreeParameter::Count,
+            1.0,
+            DeltaSlack::new(SLACK).unwrap(),
+            &root(),
+        )
+        .unwrap();
         assert_eq!(c.value, 0.0);
         assert!((c.mu - 2.0).abs() < 1e-12, "{}", c.mu);
         // One step alone exceeds the target.
-        let c = calibrate(&empty(), &e, FreeParameter::Count, 0.5, SLACK, &root()).unwrap();
+        let c = calibrate(
+            &empty(),
+            &e,
+            FreeParameter::Count,
+            0.5,
+            DeltaSlack::new(SLACK).unwrap(),
+            &root(),
+        )
+        .unwrap();
         assert_eq!((c.value, c.mu), (0.0, 0.0));
     }
 
@@ -737,7 +824,8 @@ mod tests {
         let e = ev(json!({"type": "gdp", "mu": 1.0}));
         let path = root().field("event");
         for f in [FreeParameter::NoiseMultiplier, FreeParameter::Count] {
-            let err = calibrate(&empty(), &e, f, 1.0, SLACK, &path).unwrap_err();
+            let err = calibrate(&empty(), &e, f, 1.0, DeltaSlack::new(SLACK).unwrap(), &path)
+                .unwrap_err();
             assert!(
                 matches!(&err, AccountantError::Unsupported { path, .. } if path == "$.event"),
                 "{err:?}"
@@ -750,22 +838,14 @@ mod tests {
                 &g,
                 FreeParameter::NoiseMultiplier,
                 bad,
-                SLACK,
+                DeltaSlack::new(SLACK).unwrap(),
                 &path,
             )
             .unwrap_err();
             assert!(matches!(err, AccountantError::Input(_)), "{err:?}");
         }
-        let err = calibrate(
-            &empty(),
-            &g,
-            FreeParameter::NoiseMultiplier,
-            1.0,
-            0.5,
-            &path,
-        )
-        .unwrap_err();
-        assert!(matches!(err, AccountantError::Input(_)), "{err:?}");
+        // A δ slack out of range cannot even be passed: it is refused where it is parsed.
+        assert!(DeltaSlack::new(0.5).is_err());
         // Errors that do not depend on the parameter come back as they are.
         let rr = ev(json!({"type": "composed", "events": [
             {"type": "randomized_response", "noise_parameter": 0.5, "num_buckets": 2},
@@ -775,7 +855,7 @@ mod tests {
             &rr,
             FreeParameter::NoiseMultiplier,
             5.0,
-            SLACK,
+            DeltaSlack::new(SLACK).unwrap(),
             &path,
         )
         .unwrap_err();

@@ -28,6 +28,7 @@ use super::composition::Composition;
 use super::event::Event;
 use super::guarantee::{Guarantee, Method, MuReport};
 use super::json::JsonPath;
+use super::params::GridStep;
 use super::{gdp, rounding, AccountantError, NeighboringRelation};
 use crate::accountant::clt::CltSums;
 use serde::Serialize;
@@ -110,7 +111,7 @@ fn uncertifiable(path: &JsonPath, delta: f64, reason: Option<String>) -> Account
 pub fn certify(
     event: &Event,
     relation: NeighboringRelation,
-    grid_step: f64,
+    grid_step: GridStep,
     delta: UnitDelta,
     path: &JsonPath,
 ) -> Result<Vec<Certificate>, AccountantError> {
@@ -287,7 +288,7 @@ mod tests {
         certify(
             &e,
             NeighboringRelation::ReplaceOne,
-            1e-4,
+            GridStep::new(1e-4).unwrap(),
             d,
             &JsonPath::root(),
         )
@@ -355,7 +356,7 @@ mod tests {
         let c = certify(
             &e,
             NeighboringRelation::AddOrRemoveOne,
-            1e-3,
+            GridStep::new(1e-3).unwrap(),
             UnitDelta::Auto(1e-9),
             &JsonPath::root(),
         )
@@ -367,7 +368,7 @@ mod tests {
         assert!(certify(
             &e,
             NeighboringRelation::AddOrRemoveOne,
-            1e-3,
+            GridStep::new(1e-3).unwrap(),
             UnitDelta::Fixed(0.0),
             &JsonPath::root()
         )

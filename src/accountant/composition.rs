@@ -12,6 +12,7 @@ use super::clt::{self, CltSums, Functionals};
 use super::event::{Event, NonNegative};
 use super::guarantee::Guarantee;
 use super::json::JsonPath;
+use super::params::GridStep;
 use super::pld::query::PldGuarantee;
 use super::pld::{Pld, Pmf};
 use super::{AccountantError, NeighboringRelation};
@@ -36,7 +37,8 @@ pub struct Composition {
 
 impl Composition {
     /// An empty composition.
-    pub fn new(relation: NeighboringRelation, grid_step: f64) -> Self {
+    pub fn new(relation: NeighboringRelation, grid_step: GridStep) -> Self {
+        let grid_step = grid_step.get();
         Composition {
             grid_step,
             gdp: GdpComposition::new(relation),
@@ -52,8 +54,8 @@ impl Composition {
     }
 
     /// The grid step of the numerical part.
-    pub fn grid_step(&self) -> f64 {
-        self.grid_step
+    pub fn grid_step(&self) -> GridStep {
+        GridStep::new(self.grid_step).expect("checked when made or read")
     }
 
     /// Number of mechanism invocations composed.
@@ -216,6 +218,7 @@ impl Composition {
             remove,
             add: it.next(),
         });
+        GridStep::new(header.grid_step).map_err(|e| format!("grid step {e}"))?;
         Ok(Composition {
             grid_step: header.grid_step,
             gdp: header.gdp,

@@ -207,12 +207,12 @@ pub fn array<'a>(v: &'a Value, path: &JsonPath) -> Result<&'a [Value], InputErro
 }
 
 /// Reads an array of numbers, each checked by `check` (which returns the reason on failure).
-pub fn number_list(
+pub fn number_list<T>(
     v: &Value,
     path: &JsonPath,
     max_len: usize,
-    check: impl Fn(f64) -> Result<f64, String>,
-) -> Result<Vec<f64>, InputError> {
+    check: impl Fn(f64) -> Result<T, String>,
+) -> Result<Vec<T>, InputError> {
     let items = array(v, path)?;
     if items.len() > max_len {
         return Err(InputError::new(

@@ -29,76 +29,107 @@ pub const TIER2_ALPHAS: &[f64] = &[1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2, 1e-1];
 /// Most points a caller may ask for in each of `deltas`, `epsilons` and `alphas`.
 pub const MAX_POINTS: usize = 1000;
 
+/// A number in a closed range, validated once where it enters (parse, don't validate): the engine
+/// takes these, never a bare `f64` it would have to check again.
+macro_rules! bounded {
+    ($(#[$doc:meta])* $name:ident, $lo:expr, $hi:expr, $range:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+        pub struct $name(f64);
+
+        impl $name {
+            /// Validates `x` (NaN and anything outside the range are refused, with the reason).
+            pub fn new(x: f64) -> Result<Self, String> {
+                if ($lo..=$hi).contains(&x) {
+                    Ok($name(x))
+                } else {
+                    Err(format!("must be a number in {}, got {x}", $range))
+                }
+            }
+            /// The value.
+            pub fn get(self) -> f64 {
+                self.0
+            }
+        }
+    };
+}
+
+bounded!(
+    /// A δ at which ε is reported: in [0, 1].
+    Delta, 0.0, 1.0, "[0, 1]"
+);
+bounded!(
+    /// An ε at which δ is reported: in [0, 1e6].
+    Epsilon, 0.0, 1e6, "[0, 1e6]"
+);
+bounded!(
+    /// A false-positive rate α of the trade-off curve: in [0, 1].
+    Alpha, 0.0, 1.0, "[0, 1]"
+);
+bounded!(
+    /// The grid step h of the numerical engine: in [`pld::MIN_GRID_STEP`], [`pld::MAX_GRID_STEP`].
+    GridStep,
+    pld::MIN_GRID_STEP,
+    pld::MAX_GRID_STEP,
+    format!("[{:e}, {}]", pld::MIN_GRID_STEP, pld::MAX_GRID_STEP)
+);
+bounded!(
+    /// A δ slack (a μ fit's allowance for +∞ mass, a unit's or a budget's δ): in
+    /// [0, [`MAX_DELTA_SLACK`]].
+    DeltaSlack, 0.0, MAX_DELTA_SLACK, format!("[0, {MAX_DELTA_SLACK}]")
+);
+
+impl GridStep {
+    /// The default grid step, [`pld::DEFAULT_GRID_STEP`].
+    pub fn default_step() -> Self {
+        GridStep(pld::DEFAULT_GRID_STEP)
+    }
+}
+
+impl DeltaSlack {
+    /// A δ the service itself derives (a budget's guarantee: δ_B with the gate's tolerance, or
+    /// what a converted ledger spent), which may exceed the callers' limit: any probability in
+    /// [0, 1).
+    pub fn probability(x: f64) -> Result<Self, String> {
+        if (0.0..1.0).contains(&x) {
+            Ok(DeltaSlack(x))
+        } else {
+            Err(format!("must be a probability in [0, 1), got {x}"))
+        }
+    }
+
+    /// [`DEFAULT_DELTA_SLACK`].
+    pub fn default_slack() -> Self {
+        DeltaSlack(DEFAULT_DELTA_SLACK)
+    }
+}
+
 /// What to report and how (validated).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportOptions {
-    pub deltas: Vec<f64>,
-    pub epsilons: Vec<f64>,
-    pub alphas: Vec<f64>,
-    pub delta_slack: f64,
+    pub deltas: Vec<Delta>,
+    pub epsilons: Vec<Epsilon>,
+    pub alphas: Vec<Alpha>,
+    pub delta_slack: DeltaSlack,
     /// Grid step h of the numerical engine (ignored by analytic compositions).
-    pub grid_step: f64,
+    pub grid_step: GridStep,
+}
+
+/// Validated defaults (the constants are in range).
+fn all<T>(xs: &[f64], new: fn(f64) -> Result<T, String>) -> Vec<T> {
+    xs.iter()
+        .map(|&x| new(x).expect("defaults are in range"))
+        .collect()
 }
 
 impl Default for ReportOptions {
     fn default() -> Self {
         ReportOptions {
-            deltas: DEFAULT_DELTAS.to_vec(),
-            epsilons: DEFAULT_EPSILONS.to_vec(),
-            alphas: DEFAULT_ALPHAS.to_vec(),
-            delta_slack: DEFAULT_DELTA_SLACK,
-            grid_step: pld::DEFAULT_GRID_STEP,
+            deltas: all(DEFAULT_DELTAS, Delta::new),
+            epsilons: all(DEFAULT_EPSILONS, Epsilon::new),
+            alphas: all(DEFAULT_ALPHAS, Alpha::new),
+            delta_slack: DeltaSlack::default_slack(),
+            grid_step: GridStep::default_step(),
         }
-    }
-}
-
-/// Checks a δ query point.
-pub fn check_delta(x: f64) -> Result<f64, String> {
-    if (0.0..=1.0).contains(&x) {
-        Ok(x)
-    } else {
-        Err(format!("must be a number in [0, 1], got {x}"))
-    }
-}
-
-/// Checks an ε query point.
-pub fn check_epsilon(x: f64) -> Result<f64, String> {
-    if (0.0..=1e6).contains(&x) {
-        Ok(x)
-    } else {
-        Err(format!("must be a number in [0, 1e6], got {x}"))
-    }
-}
-
-/// Checks an α query point.
-pub fn check_alpha(x: f64) -> Result<f64, String> {
-    if (0.0..=1.0).contains(&x) {
-        Ok(x)
-    } else {
-        Err(format!("must be a number in [0, 1], got {x}"))
-    }
-}
-
-/// Checks a grid step.
-pub fn check_grid_step(x: f64) -> Result<f64, String> {
-    if (pld::MIN_GRID_STEP..=pld::MAX_GRID_STEP).contains(&x) {
-        Ok(x)
-    } else {
-        Err(format!(
-            "must be a number in [{:e}, {}], got {x}",
-            pld::MIN_GRID_STEP,
-            pld::MAX_GRID_STEP
-        ))
-    }
-}
-
-/// Checks a δ slack.
-pub fn check_delta_slack(x: f64) -> Result<f64, String> {
-    if (0.0..=MAX_DELTA_SLACK).contains(&x) {
-        Ok(x)
-    } else {
-        Err(format!(
-            "must be a number in [0, {MAX_DELTA_SLACK}], got {x}"
-        ))
     }
 }

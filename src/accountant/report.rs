@@ -108,7 +108,7 @@ impl Report {
         invocations: u64,
         opts: &ReportOptions,
     ) -> Report {
-        let mu = g.mu(opts.delta_slack);
+        let mu = g.mu(opts.delta_slack.get());
         let point = |alpha: f64| {
             let (lo, hi) = g.beta_bounds(alpha);
             TradeoffPoint {
@@ -141,7 +141,8 @@ impl Report {
             epsilon: opts
                 .deltas
                 .iter()
-                .map(|&d| {
+                .map(|d| {
+                    let d = d.get();
                     let (lo, hi) = g.epsilon_bounds(d);
                     EpsilonPoint {
                         delta: d,
@@ -153,7 +154,8 @@ impl Report {
             delta: opts
                 .epsilons
                 .iter()
-                .map(|&e| {
+                .map(|e| {
+                    let e = e.get();
                     let (lo, hi) = g.delta_bounds(e);
                     DeltaPoint {
                         epsilon: e,
@@ -164,7 +166,7 @@ impl Report {
                 .collect(),
             advantage: adv_hi,
             advantage_lower: adv_lo,
-            tradeoff: opts.alphas.iter().map(|&a| point(a)).collect(),
+            tradeoff: opts.alphas.iter().map(|a| point(a.get())).collect(),
             tier2: Tier2 {
                 alpha_star,
                 rows: tier2_alphas.into_iter().map(point).collect(),

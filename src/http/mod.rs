@@ -29,7 +29,7 @@ pub struct AppState {
     pub ledgers: Arc<Ledgers>,
     pub metrics: PrometheusHandle,
     /// Grid step for datasets created without one.
-    pub default_grid_step: f64,
+    pub default_grid_step: crate::accountant::params::GridStep,
 }
 
 /// Limits applied to every request.

@@ -152,8 +152,8 @@ impl Budget {
     /// budget as the gate enforces it (with [`GATE_TOLERANCE`]), or at what was spent if that is
     /// larger (a budget lowered below the spending, or a converted version-1 ledger).
     pub fn guarantee(&self, s: &FilterState) -> FilterGuarantee {
-        let mu = (self.mu * (1.0 + GATE_TOLERANCE)).max(s.mu());
-        let delta = (self.delta * (1.0 + GATE_TOLERANCE))
+        let mu = (self.mu() * (1.0 + GATE_TOLERANCE)).max(s.mu());
+        let delta = (self.delta() * (1.0 + GATE_TOLERANCE))
             .max(s.delta)
             .min(1.0 - f64::EPSILON);
         FilterGuarantee::new(
@@ -163,7 +163,7 @@ impl Budget {
 
     /// The largest μ the comparison accepts, μ_B·(1 + [`GATE_TOLERANCE`]).
     fn mu_limit(&self) -> f64 {
-        self.mu * (1.0 + GATE_TOLERANCE)
+        self.mu() * (1.0 + GATE_TOLERANCE)
     }
 
     /// The gate's rule (see the module docs): whether the unit with certificate `c` may follow the
@@ -179,7 +179,7 @@ impl Budget {
         if mu_sq > rounding::mul_down(limit, limit) {
             return Admission::Rejected(Exceeded::Mu);
         }
-        if delta > self.delta * (1.0 + GATE_TOLERANCE) || delta >= 1.0 {
+        if delta > self.delta() * (1.0 + GATE_TOLERANCE) || delta >= 1.0 {
             return Admission::Rejected(Exceeded::Delta);
         }
         Admission::Admitted(FilterState {
@@ -210,7 +210,7 @@ impl Budget {
     /// √(μ_B² − Σμᵢ²): the largest μ a further unit can have (rounded down, so a Gaussian unit of
     /// exactly this μ is admitted).
     pub fn remaining_mu(&self, s: &FilterState) -> f64 {
-        let b2 = rounding::mul_down(self.mu, self.mu);
+        let b2 = rounding::mul_down(self.mu(), self.mu());
         if s.mu_sq >= b2 {
             return 0.0;
         }
@@ -219,7 +219,7 @@ impl Budget {
 
     /// δ_B − Σδᵢ (rounded down, at least 0).
     pub fn remaining_delta(&self, s: &FilterState) -> f64 {
-        rounding::sub_down(self.delta, s.delta).max(0.0)
+        rounding::sub_down(self.delta(), s.delta).max(0.0)
     }
 }
 
@@ -228,7 +228,7 @@ mod tests {
     use super::*;
 
     fn budget(mu: f64, delta: f64) -> Budget {
-        Budget { mu, delta }
+        Budget::new(mu, delta).unwrap()
     }
 
     #[test]

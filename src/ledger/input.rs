@@ -5,8 +5,7 @@ use crate::accountant::account::AccountRequest;
 use crate::accountant::calibrate::FreeParameter;
 use crate::accountant::json::{self, Fields, InputError, JsonPath};
 use crate::accountant::params::{
-    check_alpha, check_delta, check_delta_slack, check_epsilon, check_grid_step, ReportOptions,
-    DEFAULT_DELTA_SLACK, MAX_POINTS,
+    Alpha, Delta, DeltaSlack, Epsilon, GridStep, ReportOptions, DEFAULT_DELTA_SLACK, MAX_POINTS,
 };
 use crate::accountant::{Event, NeighboringRelation};
 use serde::Serialize;
@@ -22,11 +21,36 @@ pub const MAX_BUDGET_MU: f64 = 1e3;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 #[schema(as = BudgetView)]
 pub struct Budget {
-    pub mu: f64,
-    pub delta: f64,
+    mu: f64,
+    delta: f64,
 }
 
 impl Budget {
+    /// A budget from numbers: μ_B in (0, [`MAX_BUDGET_MU`]], δ_B a [`DeltaSlack`].
+    pub fn new(mu: f64, delta: f64) -> Result<Self, String> {
+        if !(mu > 0.0 && mu <= MAX_BUDGET_MU) {
+            return Err(format!(
+                "mu must be a number in (0, {MAX_BUDGET_MU}], got {mu}"
+            ));
+        }
+        let delta = DeltaSlack::new(delta)
+            .map_err(|r| format!("delta {r}"))?
+            .get();
+        Ok(Budget { mu, delta })
+    }
+    /// μ_B.
+    pub fn mu(&self) -> f64 {
+        self.mu
+    }
+    /// δ_B.
+    pub fn delta(&self) -> f64 {
+        self.delta
+    }
+    /// δ_B as a δ slack (it was checked as one).
+    pub fn delta_slack(&self) -> DeltaSlack {
+        DeltaSlack::new(self.delta).expect("checked by Budget::new")
+    }
+
     /// Parses `{mu, delta?}` at `path`.
     pub fn from_json(v: &Value, path: &JsonPath) -> Result<Self, InputError> {
         let mut f = Fields::new(v, path)?;
@@ -34,9 +58,9 @@ impl Budget {
         let mu = budget_mu(m, &p)?;
         let delta = match f.optional("delta") {
             None => DEFAULT_DELTA_SLACK,
-            Some((d, p)) => {
-                check_delta_slack(json::number(d, &p)?).map_err(|r| InputError::new(&p, r))?
-            }
+            Some((d, p)) => DeltaSlack::new(json::number(d, &p)?)
+                .map_err(|r| InputError::new(&p, r))?
+                .get(),
         };
         f.finish()?;
         Ok(Budget { mu, delta })
@@ -80,14 +104,14 @@ pub struct NewDataset {
     pub budget: Budget,
     pub neighboring_relation: NeighboringRelation,
     pub description: String,
-    pub grid_step: f64,
+    pub grid_step: GridStep,
     /// SHA-256 of the body, so a retried creation is recognised.
     pub request_hash: String,
 }
 
 impl NewDataset {
     /// Parses the body; `default_grid_step` applies when it names none.
-    pub fn from_json(v: &Value, default_grid_step: f64) -> Result<Self, InputError> {
+    pub fn from_json(v: &Value, default_grid_step: GridStep) -> Result<Self, InputError> {
         let root = JsonPath::root();
         let mut f = Fields::new(v, &root)?;
         let (i, p) = f.required("id")?;
@@ -111,7 +135,7 @@ impl NewDataset {
         let grid_step = match f.optional("grid_step") {
             None => default_grid_step,
             Some((x, p)) => {
-                check_grid_step(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?
+                GridStep::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?
             }
         };
         f.finish()?;
@@ -205,7 +229,9 @@ fn delta_field(f: &mut Fields<'_>) -> Result<Option<f64>, InputError> {
     match f.optional("delta") {
         None => Ok(None),
         Some((x, p)) => Ok(Some(
-            check_delta_slack(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?,
+            DeltaSlack::new(json::number(x, &p)?)
+                .map_err(|r| InputError::new(&p, r))?
+                .get(),
         )),
     }
 }
@@ -456,8 +482,8 @@ pub struct CalibrateRequest {
     /// Stateless form only: the μ target, relation, δ slack and grid step.
     pub mu: Option<f64>,
     pub neighboring_relation: NeighboringRelation,
-    pub delta_slack: f64,
-    pub grid_step: f64,
+    pub delta_slack: DeltaSlack,
+    pub grid_step: GridStep,
 }
 
 impl CalibrateRequest {
@@ -481,8 +507,8 @@ impl CalibrateRequest {
             free_parameter,
             mu: None,
             neighboring_relation: NeighboringRelation::default(),
-            delta_slack: DEFAULT_DELTA_SLACK,
-            grid_step: crate::accountant::pld::DEFAULT_GRID_STEP,
+            delta_slack: DeltaSlack::default_slack(),
+            grid_step: GridStep::default_step(),
         };
         if stateless {
             let (m, p) = f.required("mu")?;
@@ -492,11 +518,11 @@ impl CalibrateRequest {
             }
             if let Some((x, p)) = f.optional("delta_slack") {
                 req.delta_slack =
-                    check_delta_slack(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
+                    DeltaSlack::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
             }
             if let Some((x, p)) = f.optional("grid_step") {
                 req.grid_step =
-                    check_grid_step(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
+                    GridStep::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
             }
         }
         f.finish()?;
@@ -518,11 +544,11 @@ fn query_error(location: String, reason: impl Into<String>) -> InputError {
 }
 
 /// A comma-separated list of numbers in query parameter `name`, each checked.
-fn number_list(
+fn number_list<T>(
     q: &HashMap<String, String>,
     name: &str,
-    check: fn(f64) -> Result<f64, String>,
-) -> Result<Option<Vec<f64>>, InputError> {
+    check: fn(f64) -> Result<T, String>,
+) -> Result<Option<Vec<T>>, InputError> {
     let Some(s) = q.get(name) else {
         return Ok(None);
     };
@@ -544,39 +570,41 @@ fn number_list(
                 .map_err(|_| query_error(loc.clone(), format!("{p:?} is not a number")))?;
             check(x).map_err(|r| query_error(loc, r))
         })
-        .collect::<Result<Vec<f64>, InputError>>()
+        .collect::<Result<Vec<T>, InputError>>()
         .map(Some)
 }
 
 /// `GET /v1/datasets/{id}/report?deltas=&epsilons=&alphas=`.
 pub fn report_query(q: &HashMap<String, String>) -> Result<ReportOptions, InputError> {
     let mut o = ReportOptions::default();
-    if let Some(v) = number_list(q, "deltas", check_delta)? {
+    if let Some(v) = number_list(q, "deltas", Delta::new)? {
         o.deltas = v;
     }
-    if let Some(v) = number_list(q, "epsilons", check_epsilon)? {
+    if let Some(v) = number_list(q, "epsilons", Epsilon::new)? {
         o.epsilons = v;
     }
-    if let Some(v) = number_list(q, "alphas", check_alpha)? {
+    if let Some(v) = number_list(q, "alphas", Alpha::new)? {
         o.alphas = v;
     }
     Ok(o)
 }
 
 /// `points` α values: half log-spaced over [1e-10, 1e-2), half evenly over [1e-2, 1].
-fn curve_alphas(points: usize) -> Vec<f64> {
+fn curve_alphas(points: usize) -> Vec<Alpha> {
     let low = points / 2;
     let high = points - low;
     let mut a: Vec<f64> = (0..low)
         .map(|i| 10f64.powf(-10.0 + 8.0 * i as f64 / low.max(1) as f64))
         .collect();
     a.extend((0..high).map(|i| 0.01 + 0.99 * i as f64 / (high.max(2) - 1) as f64));
-    a
+    a.into_iter()
+        .map(|x| Alpha::new(x.min(1.0)).expect("in [0, 1]"))
+        .collect()
 }
 
 /// `GET /v1/datasets/{id}/tradeoff?points=` or `?alpha=`: the α values of the curve.
-pub fn tradeoff_query(q: &HashMap<String, String>) -> Result<Vec<f64>, InputError> {
-    match (number_list(q, "alpha", check_alpha)?, q.get("points")) {
+pub fn tradeoff_query(q: &HashMap<String, String>) -> Result<Vec<Alpha>, InputError> {
+    match (number_list(q, "alpha", Alpha::new)?, q.get("points")) {
         (Some(_), Some(_)) => Err(query_error(
             "query.points".into(),
             "give either points or alpha, not both",

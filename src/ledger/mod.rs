@@ -20,7 +20,7 @@ use crate::accountant::account::{self, AccountRequest};
 use crate::accountant::certificate::{certify, Certificate, UnitDelta};
 use crate::accountant::composition::Composition;
 use crate::accountant::guarantee::Guarantee;
-use crate::accountant::params::ReportOptions;
+use crate::accountant::params::{DeltaSlack, GridStep, ReportOptions};
 use crate::accountant::report::Report;
 use crate::accountant::work::{self, Work};
 use crate::accountant::{AccountantError, Event, NeighboringRelation};
@@ -331,15 +331,27 @@ fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-fn relation_of(row: &DatasetRow) -> NeighboringRelation {
-    NeighboringRelation::parse(&row.neighboring_relation).unwrap_or_default()
+/// The stored relation, checked (a corrupt one stops the dataset: read as the default it would
+/// account every charge under the wrong neighbours).
+fn relation_of(row: &DatasetRow) -> Result<NeighboringRelation, LedgerError> {
+    NeighboringRelation::parse(&row.neighboring_relation).ok_or_else(|| {
+        LedgerError::Corrupt(
+            row.id.clone(),
+            format!("neighbouring relation {:?}", row.neighboring_relation),
+        )
+    })
 }
 
-fn budget_of(row: &DatasetRow) -> Budget {
-    Budget {
-        mu: row.budget_mu,
-        delta: row.budget_delta,
-    }
+/// The stored budget, checked.
+fn budget_of(row: &DatasetRow) -> Result<Budget, LedgerError> {
+    Budget::new(row.budget_mu, row.budget_delta)
+        .map_err(|e| LedgerError::Corrupt(row.id.clone(), format!("budget: {e}")))
+}
+
+/// The stored grid step, checked.
+fn grid_step_of(row: &DatasetRow) -> Result<GridStep, LedgerError> {
+    GridStep::new(row.grid_step)
+        .map_err(|e| LedgerError::Corrupt(row.id.clone(), format!("grid step {e}")))
 }
 
 /// The filter state of a converted row, checked (a corrupt one stops the dataset).
@@ -355,12 +367,12 @@ fn filter_of(row: &DatasetRow) -> Result<FilterState, LedgerError> {
     }
 }
 
-fn view(row: &DatasetRow, f: &FilterState) -> DatasetView {
-    let budget = budget_of(row);
-    DatasetView {
+fn view(row: &DatasetRow, f: &FilterState) -> Result<DatasetView, LedgerError> {
+    let budget = budget_of(row)?;
+    Ok(DatasetView {
         id: row.id.clone(),
         description: row.description.clone(),
-        neighboring_relation: relation_of(row),
+        neighboring_relation: relation_of(row)?,
         budget,
         mu_spent: f.mu(),
         delta_spent: f.delta(),
@@ -371,10 +383,10 @@ fn view(row: &DatasetRow, f: &FilterState) -> DatasetView {
         exact_composition_mu: row.exact_mu,
         charges: row.charges,
         version: row.version,
-        grid_step: row.grid_step,
+        grid_step: grid_step_of(row)?.get(),
         created_at: row.created_at.clone(),
         updated_at: row.updated_at.clone(),
-    }
+    })
 }
 
 fn charge_view(e: &EntryRow) -> ChargeView {
@@ -457,7 +469,7 @@ fn calibrated(
     base: &Composition,
     req: &input::CalibrateRequest,
     target: f64,
-    slack: f64,
+    slack: crate::accountant::params::DeltaSlack,
 ) -> Result<Calibrated, LedgerError> {
     use crate::accountant::calibrate::{calibrate, with_free_parameter};
     let path = crate::accountant::json::JsonPath::root().field("event");
@@ -481,7 +493,7 @@ fn calibrated(
         value: c.value,
         mu: c.mu,
         mu_target: target,
-        delta: slack,
+        delta: slack.get(),
         event,
         evaluations: c.evaluations,
     })
@@ -491,7 +503,7 @@ fn calibrated(
 /// its certificates (the default δ rule) on the dataset's filter.
 struct GateJudge {
     relation: NeighboringRelation,
-    h: f64,
+    h: GridStep,
     budget: Budget,
     filter: FilterState,
 }
@@ -533,7 +545,7 @@ impl crate::accountant::calibrate::Judge for GateJudge {
             path: String::new(),
             reason: format!(
                 "nothing fits: the dataset's mu budget {} is spent (mu spent {})",
-                self.budget.mu,
+                self.budget.mu(),
                 self.filter.mu()
             ),
         })
@@ -549,7 +561,7 @@ impl crate::accountant::calibrate::Judge for GateJudge {
 fn unit_delta(budget: &Budget, own: Option<f64>) -> UnitDelta {
     match own {
         Some(d) => UnitDelta::Fixed(d),
-        None => UnitDelta::Auto(budget.delta / DEFAULT_UNITS_PER_DELTA),
+        None => UnitDelta::Auto(budget.delta() / DEFAULT_UNITS_PER_DELTA),
     }
 }
 
@@ -580,7 +592,7 @@ fn gate_compute(
     )?;
     let (admission, unit) = budget.admits_first(&filter, &candidates);
     let exact = match admission {
-        Admission::Admitted(_) if exact => Some(exact_with(&base, &event, budget.delta)?),
+        Admission::Admitted(_) if exact => Some(exact_with(&base, &event, budget.delta())?),
         _ => None,
     };
     metrics::histogram!("privacy_ledger_accountant_seconds").record(t.elapsed().as_secs_f64());
@@ -613,7 +625,8 @@ fn filter_report(
     opts: &ReportOptions,
 ) -> Report {
     let opts = ReportOptions {
-        delta_slack: budget.guarantee(f).infinity_mass(),
+        delta_slack: DeltaSlack::probability(budget.guarantee(f).infinity_mass())
+            .expect("a filter guarantee's delta is below 1"),
         ..opts.clone()
     };
     Report::build(
@@ -634,20 +647,20 @@ fn rejection(budget: &Budget, f: &FilterState, unit: Certificate, why: Exceeded)
             unit.mu(),
             budget.remaining_mu(f),
             mu_after.map_or("inf".into(), |m| format!("{m:.6}")),
-            budget.mu
+            budget.mu()
         ),
         Exceeded::Delta => format!(
             "the unit's delta ({:e}) does not fit the remaining delta ({:e}) of the budget {:e}",
             unit.delta(),
             budget.remaining_delta(f),
-            budget.delta
+            budget.delta()
         ),
     };
     Rejection {
         mu_after,
         delta_after,
-        mu_budget: budget.mu,
-        delta_budget: budget.delta,
+        mu_budget: budget.mu(),
+        delta_budget: budget.delta(),
         mu_spent: f.mu(),
         delta_spent: f.delta(),
         remaining_mu: budget.remaining_mu(f),
@@ -700,7 +713,7 @@ impl Ledgers {
             .store
             .list_entries(&row.id, Some("charge"), 0, i64::MAX)
             .await?;
-        let (relation, h, budget) = (relation_of(&row), row.grid_step, budget_of(&row));
+        let (relation, h, budget) = (relation_of(&row)?, grid_step_of(&row)?, budget_of(&row)?);
         let id = row.id.clone();
         let conversion = blocking(move || {
             let (mut mu_sq, mut delta) = (0.0_f64, 0.0_f64);
@@ -811,9 +824,9 @@ impl Ledgers {
             id: d.id.clone(),
             description: d.description,
             neighboring_relation: d.neighboring_relation.as_str().to_owned(),
-            budget_mu: d.budget.mu,
-            budget_delta: d.budget.delta,
-            grid_step: d.grid_step,
+            budget_mu: d.budget.mu(),
+            budget_delta: d.budget.delta(),
+            grid_step: d.grid_step.get(),
             version: 0,
             charges: 0,
             mu_spent: 0.0,
@@ -828,11 +841,11 @@ impl Ledgers {
         };
         let state = Composition::new(d.neighboring_relation, d.grid_step).to_bytes();
         match self.store.create_dataset(&row, &state).await {
-            Ok(()) => Ok((view(&row, &f), true)),
+            Ok(()) => Ok((view(&row, &f)?, true)),
             Err(StoreError::AlreadyExists) => {
                 let existing = self.row(&d.id).await?;
                 if existing.create_hash.as_deref() == Some(d.request_hash.as_str()) {
-                    Ok((view(&existing, &filter_of(&existing)?), false))
+                    Ok((view(&existing, &filter_of(&existing)?)?, false))
                 } else {
                     Err(LedgerError::AlreadyExists(d.id))
                 }
@@ -844,7 +857,7 @@ impl Ledgers {
     /// One dataset.
     pub async fn get_dataset(&self, id: &str) -> Result<DatasetView, LedgerError> {
         let row = self.row(id).await?;
-        Ok(view(&row, &filter_of(&row)?))
+        view(&row, &filter_of(&row)?)
     }
 
     /// Datasets by id after `after`; returns the page and the cursor of the next one.
@@ -862,7 +875,7 @@ impl Ledgers {
             } else {
                 self.convert(r).await?
             };
-            items.push(view(&r, &filter_of(&r)?));
+            items.push(view(&r, &filter_of(&r)?)?);
         }
         let next = if more {
             items.last().map(|d: &DatasetView| d.id.clone())
@@ -887,22 +900,22 @@ impl Ledgers {
             let f = filter_of(&row)?;
             let ts = now();
             let mut after = row.clone();
-            (after.budget_mu, after.budget_delta) = (budget.mu, budget.delta);
+            (after.budget_mu, after.budget_delta) = (budget.mu(), budget.delta());
             after.version += 1;
             after.updated_at = ts.clone();
-            let body = serde_json::to_value(view(&after, &f))
+            let body = serde_json::to_value(view(&after, &f)?)
                 .map_err(|e| LedgerError::Internal(e.to_string()))?;
             let entry = EntryRow {
-                budget_mu: Some(budget.mu),
-                budget_delta: Some(budget.delta),
+                budget_mu: Some(budget.mu()),
+                budget_delta: Some(budget.delta()),
                 idempotency_key: patch.idempotency_key.clone(),
                 request_hash: Some(patch.request_hash.clone()),
                 response: Some(body.to_string()),
                 ..EntryRow::new("budget", ts.clone())
             };
             let update = DatasetUpdate {
-                budget_mu: budget.mu,
-                budget_delta: budget.delta,
+                budget_mu: budget.mu(),
+                budget_delta: budget.delta(),
                 ..unchanged(&row, &f, ts)
             };
             match self
@@ -1003,7 +1016,7 @@ impl Ledgers {
         {
             let filter = filter_of(&row)?;
             let base = self.state(&row).await?;
-            let budget = budget_of(&row);
+            let budget = budget_of(&row)?;
             let (event, own, reserve) = (unit.event.clone(), unit.delta, unit.reserve);
             let g =
                 blocking(move || gate_compute(base, event, budget, filter, own, !reserve)).await?;
@@ -1015,7 +1028,7 @@ impl Ledgers {
                     ))))
                 }
             };
-            let relation = relation_of(&row);
+            let relation = relation_of(&row)?;
             let report = blocking(move || {
                 Ok(filter_report(
                     &after,
@@ -1106,8 +1119,8 @@ impl Ledgers {
         let row = self.row(id).await?;
         let filter = filter_of(&row)?;
         let base = self.state(&row).await?;
-        let budget = budget_of(&row);
-        let relation = relation_of(&row);
+        let budget = budget_of(&row)?;
+        let relation = relation_of(&row)?;
         blocking(move || {
             let g = gate_compute(base, req.event, budget, filter, req.delta, false)?;
             let opts = ReportOptions::default();
@@ -1117,8 +1130,8 @@ impl Ledgers {
                     unit: g.unit,
                     mu_after: Some(after.mu()),
                     delta_after: after.delta(),
-                    mu_budget: budget.mu,
-                    delta_budget: budget.delta,
+                    mu_budget: budget.mu(),
+                    delta_budget: budget.delta(),
                     reason: None,
                     report: filter_report(&after, &budget, relation, &opts),
                 },
@@ -1129,8 +1142,8 @@ impl Ledgers {
                         unit: g.unit,
                         mu_after: r.mu_after,
                         delta_after: r.delta_after,
-                        mu_budget: budget.mu,
-                        delta_budget: budget.delta,
+                        mu_budget: budget.mu(),
+                        delta_budget: budget.delta(),
                         reason: Some(r.reason),
                         report: filter_report(&filter, &budget, relation, &opts),
                     }
@@ -1158,7 +1171,7 @@ impl Ledgers {
                 kind: e.kind.clone(),
                 charge: (e.kind == "charge").then(|| charge_view(e)),
                 budget: match (e.budget_mu, e.budget_delta) {
-                    (Some(mu), Some(delta)) => Some(Budget { mu, delta }),
+                    (Some(mu), Some(delta)) => Budget::new(mu, delta).ok(),
                     _ => None,
                 },
                 settles: e.ref_id.clone(),
@@ -1190,12 +1203,12 @@ impl Ledgers {
         let row = self.row(id).await?;
         let filter = filter_of(&row)?;
         let state = self.state(&row).await?;
-        let budget = budget_of(&row);
-        let relation = relation_of(&row);
+        let budget = budget_of(&row)?;
+        let relation = relation_of(&row)?;
         blocking(move || {
             let report = filter_report(&filter, &budget, relation, &opts);
             let exact_opts = ReportOptions {
-                delta_slack: budget.delta,
+                delta_slack: budget.delta_slack(),
                 ..opts
             };
             let exact = state.guarantee().ok().map(|g| ExactComposition {
@@ -1214,7 +1227,11 @@ impl Ledgers {
     }
 
     /// The trade-off curve of the dataset's guarantee at `alphas`.
-    pub async fn tradeoff(&self, id: &str, alphas: Vec<f64>) -> Result<TradeoffView, LedgerError> {
+    pub async fn tradeoff(
+        &self,
+        id: &str,
+        alphas: Vec<crate::accountant::params::Alpha>,
+    ) -> Result<TradeoffView, LedgerError> {
         let opts = ReportOptions {
             alphas,
             deltas: vec![],
@@ -1241,8 +1258,8 @@ impl Ledgers {
         use crate::accountant::calibrate::{calibrate_by, with_free_parameter};
         let row = self.row(id).await?;
         let filter = filter_of(&row)?;
-        let budget = budget_of(&row);
-        let (relation, h) = (relation_of(&row), row.grid_step);
+        let budget = budget_of(&row)?;
+        let (relation, h) = (relation_of(&row)?, grid_step_of(&row)?);
         blocking(move || {
             let path = crate::accountant::json::JsonPath::root().field("event");
             let mut judge = GateJudge {

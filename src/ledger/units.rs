@@ -160,7 +160,11 @@ fn run_view(entries: &[EntryRow], id: &str) -> Result<RunView, LedgerError> {
 
 /// A run's plan at the budget of `row` (see [`RunPlan`]).
 async fn plan(req: &RunRequest, row: &crate::store::DatasetRow) -> Result<RunPlan, LedgerError> {
-    let (relation, h, budget) = (relation_of(row), row.grid_step, budget_of(row));
+    let (relation, h, budget) = (
+        relation_of(row)?,
+        super::grid_step_of(row)?,
+        budget_of(row)?,
+    );
     let (step, steps, chunk_steps, own) =
         (req.event.clone(), req.steps, req.chunk_steps, req.delta);
     blocking(move || {
@@ -193,7 +197,7 @@ async fn plan(req: &RunRequest, row: &crate::store::DatasetRow) -> Result<RunPla
         let whole = repeated(&step, steps)?;
         // Too large or unsupported as one unit is not an error of the run, only a figure less;
         // a stopped computation is.
-        let run_mu_as_one_unit = match exact_with(&base, &whole, budget.delta) {
+        let run_mu_as_one_unit = match exact_with(&base, &whole, budget.delta()) {
             Ok((_, mu)) => mu,
             Err(LedgerError::Accountant(AccountantError::Stopped(s))) => {
                 return Err(AccountantError::Stopped(s).into())
@@ -223,7 +227,7 @@ impl Ledgers {
         }
         // The plan depends on the budget (its default δ rule and δ_B), not on what was spent:
         // computed before the lock, and again under it if the budget changed meanwhile.
-        let mut planned = (budget_of(&row), plan(&req, &row).await?);
+        let mut planned = (budget_of(&row)?, plan(&req, &row).await?);
         let lock = self.lock_for(id);
         let _guard = lock.lock().await;
         let run_id = uuid::Uuid::new_v4().to_string();
@@ -236,8 +240,8 @@ impl Ledgers {
             }
             let row = self.row(id).await?;
             let f = filter_of(&row)?;
-            if budget_of(&row) != planned.0 {
-                planned = (budget_of(&row), plan(&req, &row).await?);
+            if budget_of(&row)? != planned.0 {
+                planned = (budget_of(&row)?, plan(&req, &row).await?);
             }
             let spec = RunSpec {
                 event: req.event.to_json(),
@@ -460,7 +464,7 @@ impl Ledgers {
                     .ok_or_else(|| LedgerError::Corrupt(id.to_owned(), "charge event".into()))?;
                 let event = super::input::parse_event(&event, &JsonPath::root().field("event"))
                     .map_err(|e| LedgerError::Corrupt(id.to_owned(), e.to_string()))?;
-                let delta = row.budget_delta;
+                let delta = budget_of(&row)?.delta();
                 let (s, mu) = blocking(move || exact_with(&base, &event, delta)).await?;
                 update.exact_mu = mu;
                 state = Some(Arc::new(s));

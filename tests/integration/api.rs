@@ -39,7 +39,13 @@ pub async fn spawn_app_with(limits: Limits) -> TestApp {
     let url = format!("sqlite://{}", dir.join("ledger.db").display());
     let store = open_store(&url).await.unwrap();
     TestApp {
-        router: router(state(store, 1e-4), limits),
+        router: router(
+            state(
+                store,
+                privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
+            ),
+            limits,
+        ),
         dir,
     }
 }

@@ -160,7 +160,16 @@ async fn a_version_1_ledger_is_migrated() {
     let store = open_store(&format!("sqlite://{}", db.display()))
         .await
         .unwrap();
-    let app = crate::api::TestApp::from_router(router(state(store, 1e-4), Limits::default()), dir);
+    let app = crate::api::TestApp::from_router(
+        router(
+            state(
+                store,
+                privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
+            ),
+            Limits::default(),
+        ),
+        dir,
+    );
     // Gaussian-only: σ = 2 (μ 0.5) and gdp 1.2 → √(0.25 + 1.44) = 1.3, as before.
     let (s, g) = app.get("/v1/datasets/gauss").await;
     assert_eq!(s, StatusCode::OK, "{g}");

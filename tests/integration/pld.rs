@@ -415,7 +415,10 @@ mod state {
     #[test]
     fn charging_one_event_at_a_time_equals_composing_them_at_once() {
         let events = ledger_events();
-        let mut one_by_one = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-4);
+        let mut one_by_one = Composition::new(
+            NeighboringRelation::AddOrRemoveOne,
+            privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
+        );
         for _ in 0..5 {
             for e in &events {
                 one_by_one.push(e, &JsonPath::root()).unwrap();
@@ -424,7 +427,10 @@ mod state {
         let all = Event::Composed {
             events: (0..5).flat_map(|_| events.clone()).collect(),
         };
-        let mut at_once = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-4);
+        let mut at_once = Composition::new(
+            NeighboringRelation::AddOrRemoveOne,
+            privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
+        );
         at_once.push(&all, &JsonPath::root()).unwrap();
         let (a, b) = (
             one_by_one.guarantee().unwrap(),
@@ -439,7 +445,10 @@ mod state {
 
     #[test]
     fn the_state_round_trips_through_its_binary_form() {
-        let mut c = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-4);
+        let mut c = Composition::new(
+            NeighboringRelation::AddOrRemoveOne,
+            privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
+        );
         for e in ledger_events() {
             c.push(&e, &JsonPath::root()).unwrap();
         }
@@ -463,7 +472,10 @@ mod state {
 
     #[test]
     fn a_gaussian_ledger_stays_exact_and_never_builds_a_pld() {
-        let mut c = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-4);
+        let mut c = Composition::new(
+            NeighboringRelation::AddOrRemoveOne,
+            privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
+        );
         let g = Event::from_json(&json!({"type": "gaussian", "noise_multiplier": 10.0})).unwrap();
         for _ in 0..10_000 {
             c.push(&g, &JsonPath::root()).unwrap();
@@ -475,7 +487,10 @@ mod state {
 
     #[test]
     fn a_failed_push_leaves_the_state_unchanged() {
-        let mut c = Composition::new(NeighboringRelation::AddOrRemoveOne, 1e-4);
+        let mut c = Composition::new(
+            NeighboringRelation::AddOrRemoveOne,
+            privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
+        );
         c.push(&ledger_events()[0], &JsonPath::root()).unwrap();
         let before = c.clone();
         let rr = Event::from_json(&json!({"type": "composed", "events": [

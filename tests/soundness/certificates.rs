@@ -13,6 +13,7 @@ use crate::oracle::{model_of, Rel, X};
 use crate::random::{event, Rng};
 use privacy_ledger::accountant::certificate::{certify, Certificate, UnitDelta};
 use privacy_ledger::accountant::json::JsonPath;
+use privacy_ledger::accountant::params::GridStep;
 use privacy_ledger::accountant::{Event, NeighboringRelation};
 use privacy_ledger::ledger::filter::{Admission, FilterState, GATE_TOLERANCE};
 use privacy_ledger::ledger::input::Budget;
@@ -67,7 +68,7 @@ fn every_certificate_holds_against_its_units_exact_curve() {
         let Ok(candidates) = certify(
             &parsed,
             rel,
-            h,
+            GridStep::new(h).unwrap(),
             UnitDelta::Auto(default_delta),
             &JsonPath::root(),
         ) else {
@@ -127,10 +128,7 @@ fn every_certificate_holds_against_its_units_exact_curve() {
 fn adaptive_sequences_never_overspend_the_filter() {
     let mut r = Rng::new(SEED ^ 0xada9);
     for case in 0..200 {
-        let budget = Budget {
-            mu: r.log_uniform(0.1, 10.0),
-            delta: r.pick(&[0.0, 1e-10, 1e-6]),
-        };
+        let budget = Budget::new(r.log_uniform(0.1, 10.0), r.pick(&[0.0, 1e-10, 1e-6])).unwrap();
         let mut s = FilterState::empty();
         let mut admitted: Vec<Certificate> = Vec::new();
         let mut bit = r.below(2) == 1;
@@ -147,7 +145,7 @@ fn adaptive_sequences_never_overspend_the_filter() {
             let delta = if r.below(3) == 0 {
                 0.0
             } else {
-                budget.delta * r.unit() * 0.3
+                budget.delta() * r.unit() * 0.3
             };
             let c = Certificate::new(mu, delta).unwrap();
             if let Admission::Admitted(next) = budget.admits(&s, &c) {
@@ -162,7 +160,7 @@ fn adaptive_sequences_never_overspend_the_filter() {
         let sum_delta = admitted
             .iter()
             .fold(hp::zero(), |a, c| a + hp::f(c.delta()));
-        let mu_limit = hp::f(budget.mu) * hp::f(1.0 + GATE_TOLERANCE);
+        let mu_limit = hp::f(budget.mu()) * hp::f(1.0 + GATE_TOLERANCE);
         assert!(
             sum_sq <= &mu_limit * &mu_limit,
             "case {case}: sum of mu_i^2 = {} above the budget {:?}",
@@ -170,7 +168,7 @@ fn adaptive_sequences_never_overspend_the_filter() {
             budget
         );
         assert!(
-            sum_delta <= hp::f(budget.delta) * hp::f(1.0 + GATE_TOLERANCE),
+            sum_delta <= hp::f(budget.delta()) * hp::f(1.0 + GATE_TOLERANCE),
             "case {case}: sum of delta_i = {} above the budget {:?}",
             hp::show(&sum_delta),
             budget
