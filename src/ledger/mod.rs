@@ -814,6 +814,37 @@ impl Ledgers {
         }
     }
 
+    /// Appends `entry` at `version + 1` (the store's compare-and-swap) with `update` and, if given,
+    /// the new composed state, and keeps the cache current. `Ok(false)` when another writer (a
+    /// replica) appended first or took the idempotency key: the caller re-reads and tries again.
+    async fn append(
+        &self,
+        id: &str,
+        version: i64,
+        entry: &EntryRow,
+        update: &DatasetUpdate,
+        state: Option<Arc<Composition>>,
+    ) -> Result<bool, LedgerError> {
+        let bytes = state.as_ref().map(|s| s.to_bytes());
+        match self
+            .store
+            .append(id, version, entry, update, bytes.as_deref())
+            .await
+        {
+            Ok(_) => {
+                match state {
+                    Some(state) => self.remember(id, version + 1, state),
+                    // The state did not change, only its version.
+                    None => self.bump_cached_version(id, version),
+                }
+                Ok(true)
+            }
+            Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => Ok(false),
+            Err(StoreError::NotFound) => Err(LedgerError::NotFound(id.to_owned())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Creates a dataset with an empty ledger. A retry of the same creation (same body) returns the
     /// dataset with `created = false`; another body for an existing id is
     /// [`LedgerError::AlreadyExists`].
@@ -918,19 +949,8 @@ impl Ledgers {
                 budget_delta: budget.delta(),
                 ..unchanged(&row, &f, ts)
             };
-            match self
-                .store
-                .append(id, row.version, &entry, &update, None)
-                .await
-            {
-                Ok(_) => {
-                    // The state did not change, only its version: keep the cache current.
-                    self.bump_cached_version(id, row.version);
-                    return Ok(body);
-                }
-                Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => continue,
-                Err(StoreError::NotFound) => return Err(LedgerError::NotFound(id.to_owned())),
-                Err(e) => return Err(e.into()),
+            if self.append(id, row.version, &entry, &update, None).await? {
+                return Ok(body);
             }
         }
         Err(LedgerError::Busy)
@@ -1090,27 +1110,11 @@ impl Ledgers {
                 }
                 None => None,
             };
-            let bytes = state.as_ref().map(|s| s.to_bytes());
-            match self
-                .store
-                .append(id, row.version, &entry, &update, bytes.as_deref())
-                .await
-            {
-                Ok(_) => {
-                    match state {
-                        Some(state) => self.remember(id, row.version + 1, state),
-                        None => self.bump_cached_version(id, row.version),
-                    }
-                    Ok(Some(ChargeOutcome {
-                        created: true,
-                        body,
-                    }))
-                }
-                // Another writer (replica) appended first, or took our key: start over.
-                Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => Ok(None),
-                Err(StoreError::NotFound) => Err(LedgerError::NotFound(id.to_owned())),
-                Err(e) => Err(e.into()),
-            }
+            let appended = self.append(id, row.version, &entry, &update, state).await?;
+            Ok(appended.then_some(ChargeOutcome {
+                created: true,
+                body,
+            }))
         }
     }
 

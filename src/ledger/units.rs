@@ -29,7 +29,7 @@ use crate::accountant::certificate::{certify, Certificate};
 use crate::accountant::event::Count;
 use crate::accountant::json::JsonPath;
 use crate::accountant::{AccountantError, Event};
-use crate::store::{DatasetUpdate, EntryRow, StoreError};
+use crate::store::{DatasetUpdate, EntryRow};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
@@ -265,18 +265,9 @@ impl Ledgers {
             };
             let view = run_view(std::slice::from_ref(&entry), id)?;
             entry.response = Some(serde_json::to_string(&view).map_err(internal)?);
-            match self
-                .store
-                .append(id, row.version, &entry, &unchanged(&row, &f, ts), None)
-                .await
-            {
-                Ok(_) => {
-                    self.bump_cached_version(id, row.version);
-                    return Ok(view);
-                }
-                Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => continue,
-                Err(StoreError::NotFound) => return Err(LedgerError::NotFound(id.to_owned())),
-                Err(e) => return Err(e.into()),
+            let update = unchanged(&row, &f, ts);
+            if self.append(id, row.version, &entry, &update, None).await? {
+                return Ok(view);
             }
         }
         Err(LedgerError::Busy)
@@ -493,22 +484,8 @@ impl Ledgers {
                 response: Some(body.to_string()),
                 ..EntryRow::new(if release { "release" } else { "commit" }, ts)
             };
-            let bytes = state.as_ref().map(|s| s.to_bytes());
-            match self
-                .store
-                .append(id, row.version, &entry, &update, bytes.as_deref())
-                .await
-            {
-                Ok(_) => {
-                    match state {
-                        Some(s) => self.remember(id, row.version + 1, s),
-                        None => self.bump_cached_version(id, row.version),
-                    }
-                    return Ok(body);
-                }
-                Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => continue,
-                Err(StoreError::NotFound) => return Err(LedgerError::NotFound(id.to_owned())),
-                Err(e) => return Err(e.into()),
+            if self.append(id, row.version, &entry, &update, state).await? {
+                return Ok(body);
             }
         }
         Err(LedgerError::Busy)
