@@ -437,3 +437,109 @@ async fn gaussian_only_workloads_admit_exactly_what_they_did_before() {
         .await;
     assert_eq!(s, StatusCode::CONFLICT);
 }
+
+/// A ledger written by the previous release (schema version 2: the filter, no runs or
+/// reservations; tests/fixtures/ledger-v2.sqlite, made by tests/fixtures/make_ledger_v2.sh) opens,
+/// keeps its filter state, and takes runs, reservations and releases.
+#[tokio::test]
+async fn a_version_2_ledger_is_migrated() {
+    let dir = temp_dir("migrate2");
+    let db = dir.join("ledger.db");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/ledger-v2.sqlite"
+        ),
+        &db,
+    )
+    .unwrap();
+    let store = open_store(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let app = crate::api::TestApp::from_router(
+        router(
+            state(
+                store,
+                privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
+            ),
+            Limits::default(),
+        ),
+        dir,
+    );
+    // What the previous release stored: 3 units (σ = 2, a 100-step DP-SGD run with δᵢ = 1e-9, a
+    // Laplace at δᵢ = 0) after a budget raise to (2.5, 1e-6).
+    let (s, d) = app.get("/v1/datasets/train").await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(
+        (d["units"].as_i64(), d["reserved_units"].as_i64()),
+        (Some(3), Some(0))
+    );
+    let mu = d["mu_spent"].as_f64().unwrap();
+    assert!(
+        mu >= 0.433_666_078_387_123_07f64.sqrt() && mu < 0.6586,
+        "{d}"
+    );
+    assert!(
+        (d["delta_spent"].as_f64().unwrap() - 1e-9).abs() < 1e-18,
+        "{d}"
+    );
+    assert_eq!(d["budget"], json!({"mu": 2.5, "delta": 1e-6}));
+    let (_, e) = app.get("/v1/datasets/train/charges").await;
+    let kinds: Vec<&str> = e["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["charge", "charge", "budget", "charge"]);
+    assert_eq!(e["items"][0]["charge"]["status"], "committed");
+    // An old charge replays under its key, and cannot be released (it was never reserved).
+    let old = json!({"event": {"type": "gaussian", "noise_multiplier": 2.0}, "label": "q1"});
+    let (s, _) = app
+        .call(
+            "POST",
+            "/v1/datasets/train/charges",
+            Some(&old),
+            &[("idempotency-key", "t1")],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let cid = e["items"][0]["charge"]["id"].as_str().unwrap();
+    let (s, b) = app
+        .post(
+            &format!("/v1/datasets/train/charges/{cid}/release"),
+            json!({"outputs_released": false}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::CONFLICT, Some("not_reserved")),
+        "{b}"
+    );
+    // The new features work on it: a run's chunk reserved, then released.
+    let (s, run) = app
+        .post(
+            "/v1/datasets/train/runs",
+            json!({"event": {"type": "gdp", "mu": 0.1}, "steps": 4, "chunk_steps": 2}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    let uri = format!(
+        "/v1/datasets/train/runs/{}/chunks",
+        run["id"].as_str().unwrap()
+    );
+    let (s, c) = app.post(&uri, json!({"reserve": true})).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let rel = format!(
+        "/v1/datasets/train/charges/{}/release",
+        c["charge"]["id"].as_str().unwrap()
+    );
+    let (s, _) = app.post(&rel, json!({"outputs_released": false})).await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, d2) = app.get("/v1/datasets/train").await;
+    assert_eq!(d2["units"], 3);
+    assert_eq!(
+        d2["mu_spent"], d["mu_spent"],
+        "a refund restores the sums exactly here"
+    );
+}
