@@ -21,14 +21,14 @@ pub const MAX_EXACT_ATOMS: usize = 1_000_000;
 /// # Soundness
 /// Rounded down, line by line: near α = 1/(1 + e^ε) the value 1 − δ − e^ε α is a difference of
 /// nearly equal terms, so it is formed in double-double with a slope rounded up (see
-/// `pld::lines`), never as a plain difference rounded by a relative bound.
+/// `lines`), never as a plain difference rounded by a relative bound.
 ///
 /// ```
 /// use privacy_ledger::accountant::epsilon_delta::tradeoff;
 /// assert!((tradeoff(1.0, 0.01, 0.1) - 0.718171817154095).abs() < 1e-14);
 /// ```
 pub fn tradeoff(eps: f64, delta: f64, alpha: f64) -> f64 {
-    super::pld::lines::Lines::new(&[(eps, delta)]).lower_at(alpha.clamp(0.0, 1.0))
+    super::lines::Lines::new(&[(eps, delta)]).lower_at(alpha.clamp(0.0, 1.0))
 }
 
 /// f_{ε,δ} as a polygon: (0, 1−δ), the fixed point (1−δ)/(1+e^ε) on the diagonal, (1−δ, 0), (1, 0).

@@ -31,6 +31,7 @@ pub mod event;
 pub mod gdp;
 pub mod guarantee;
 pub mod json;
+pub(crate) mod lines;
 pub mod normal;
 pub mod params;
 pub mod pld;

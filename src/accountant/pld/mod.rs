@@ -19,7 +19,6 @@
 //! (Gomez et al., "(ε,δ) considered harmful" eq. (11), generalised to a δ slack).
 
 pub(crate) mod ctd;
-pub(crate) mod lines;
 mod pmf;
 mod profile;
 pub mod query;

@@ -1,11 +1,11 @@
 //! Queries on a composed PLD: ε(δ), δ(ε), the trade-off curve, μ with regret — each a bracket.
 
-use super::lines::{Cells, Lines};
 use super::profile::AtomProfile;
 use super::{Pld, Pmf};
 use crate::accountant::clt::CltSums;
 use crate::accountant::gdp;
 use crate::accountant::guarantee::{Guarantee, Method, MuReport};
+use crate::accountant::lines::{self, Cells, Lines};
 use crate::accountant::rounding::{self, U};
 use crate::accountant::tradeoff::PiecewiseLinear;
 use std::sync::OnceLock;
@@ -273,7 +273,7 @@ impl PldGuarantee {
     }
 
     /// μ lower bound: isf(α/(1−s)) + isf(f_upper(α)/(1−s)) maximised over α (any α gives a valid
-    /// bound; see [`super::lines::mu_lower`]).
+    /// bound; see [`lines::mu_lower`]).
     fn mu_lower(&self, slack: f64, around: f64) -> f64 {
         if let [r, a] = &self.sides[..] {
             // Build both orderings' cells at once (they are independent).
@@ -285,11 +285,9 @@ impl PldGuarantee {
                 .map(|s| s.curve_upper_coarse().upper_at(a))
                 .fold(1.0, f64::min)
         };
-        let (v, at) = super::lines::mu_lower(slack, around, coarse);
+        let (v, at) = lines::mu_lower(slack, around, coarse);
         // The same α on the fine cells can only give a tighter (larger) valid bound.
-        v.max(super::lines::mu_lower_at(slack, at, |a| {
-            self.curve_upper(a)
-        }))
+        v.max(lines::mu_lower_at(slack, at, |a| self.curve_upper(a)))
     }
 
     /// The regret Δ(f, G_μ) (Gomez et al., "(ε,δ) considered harmful" eq. (13), Alg. 2): the smallest κ with f(α + κ) − κ ≤ G_μ(α)
