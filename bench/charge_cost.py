@@ -37,19 +37,22 @@ def main():
         server = subprocess.Popen(
             [args.binary, "serve", "--listen", f"127.0.0.1:{port}",
              "--database-url", f"sqlite://{tmp}/bench.db"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
-            for _ in range(100):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            # The first start of an empty store prints its admin token, then the address.
+            token = None
+            for line in server.stdout:
+                if line.startswith("admin token"):
+                    token = line.rsplit(" ", 1)[1].strip()
+                if line.startswith("listening on"):
                     break
-                except OSError:
-                    time.sleep(0.05)
+            assert token, "the first start prints an admin token"
             conn = http.client.HTTPConnection("127.0.0.1", port)
 
             def call(method, path, body):
                 conn.request(method, path, body=json.dumps(body),
-                             headers={"content-type": "application/json"})
+                             headers={"content-type": "application/json",
+                                      "authorization": f"Bearer {token}"})
                 r = conn.getresponse()
                 return r.status, r.read()
 
@@ -70,8 +73,10 @@ def main():
             for name, lo in [("first", 0), ("middle", max(0, n // 2 - 50)), ("last", max(0, n - 100))]:
                 part = times[lo:lo + 100]
                 print(f"{name:6} 100 charges (from step {lo + 1}): median {statistics.median(part) * 1e3:.2f} ms")
-            mu = json.loads(body)["report"]["mu"]
-            print(f"after {n} steps: mu = {mu['upper']:.6f} (lower {mu['lower']:.6f})")
+            status, body = call("GET", "/v1/datasets/bench", None)
+            d = json.loads(body)
+            print(f"after {n} steps: mu spent under the filter = {d['mu_spent']:.6f}, "
+                  f"exact composition (non-adaptive) = {d['exact_composition_mu']:.6f}")
         finally:
             server.terminate()
             server.wait()

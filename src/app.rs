@@ -61,24 +61,57 @@ pub fn init_tracing(format: LogFormat) {
 pub struct Application {
     listener: TcpListener,
     router: axum::Router,
+    first_token: Option<String>,
+}
+
+/// A database URL with its password (if any) hidden, for messages and logs.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => match url[s + 3..at].find(':') {
+            Some(c) => format!("{}:***{}", &url[..s + 3 + c], &url[at..]),
+            None => url.to_owned(),
+        },
+        _ => url.to_owned(),
+    }
 }
 
 impl Application {
     /// Opens the store (creating an SQLite file with its schema if needed) and binds the listener.
     pub async fn build(cfg: &ServeConfig) -> Result<Self, String> {
         cfg.validate()?;
-        let store = open_store(&cfg.database_url)
-            .await
-            .map_err(|e| format!("cannot open {}: {e}", cfg.database_url))?;
+        let store = open_store(&cfg.database_url).await.map_err(|e| {
+            format!(
+                "cannot open {}: {}",
+                redact(&cfg.database_url),
+                redact(&e.to_string())
+            )
+        })?;
         let limits = Limits {
             max_body_bytes: cfg.max_body_bytes,
             request_timeout: Duration::from_secs(cfg.request_timeout_secs),
         };
-        let router = http::router(state(store, cfg.grid_step()?), limits);
+        let st = state(store, cfg.grid_step()?);
+        // Secure by default: an empty store gets its first admin token now, shown once.
+        let first_token = st
+            .ledgers
+            .bootstrap_admin()
+            .await
+            .map_err(|e| format!("cannot create the first admin token: {e}"))?
+            .map(|t| t.secret);
+        let router = http::router(st, limits);
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
-        Ok(Application { listener, router })
+        Ok(Application {
+            listener,
+            router,
+            first_token,
+        })
+    }
+
+    /// The admin token made on this first start of an empty store (shown once), if any.
+    pub fn first_token(&self) -> Option<&str> {
+        self.first_token.as_deref()
     }
 
     /// The bound address (port 0 resolves here).
@@ -114,4 +147,26 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
     // Running computations stop at their next check, so in-flight requests end within seconds.
     crate::accountant::work::stop_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn database_passwords_never_reach_messages() {
+        assert_eq!(
+            redact("postgres://ledger:s3cret@db:5432/ledger"),
+            "postgres://ledger:***@db:5432/ledger"
+        );
+        assert_eq!(
+            redact("error connecting to postgres://u:p@h/x"),
+            "error connecting to postgres://u:***@h/x"
+        );
+        assert_eq!(redact("postgres://u@h/x"), "postgres://u@h/x");
+        assert_eq!(
+            redact("sqlite://privacy-ledger.db"),
+            "sqlite://privacy-ledger.db"
+        );
+    }
 }

@@ -64,3 +64,89 @@ pub fn account(input: Option<&Path>) -> Result<String, CliError> {
     let rep = account::account(&req)?;
     Ok(serde_json::to_string_pretty(&rep).expect("reports serialise"))
 }
+
+/// `privacy-ledger token …`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum TokenAction {
+    /// Make a token and print its secret (shown once).
+    Create {
+        /// Who or what the token is for.
+        #[arg(long)]
+        name: String,
+        /// `admin`, `analyst` or `auditor`.
+        #[arg(long, default_value = "analyst")]
+        role: String,
+        /// Expire the token after this many days.
+        #[arg(long)]
+        expires_in_days: Option<u32>,
+    },
+    /// List the tokens (never their secrets).
+    List,
+    /// Revoke a token by id (at once, on every replica).
+    Revoke {
+        /// The token's id (from `list`).
+        id: String,
+    },
+}
+
+/// Runs a token command against the database at `url`; the output to print.
+pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(async {
+        let store = crate::app::open_store(url).await.map_err(|e| {
+            format!(
+                "cannot open {}: {}",
+                crate::app::redact(url),
+                crate::app::redact(&e.to_string())
+            )
+        })?;
+        let ledgers = crate::ledger::Ledgers::new(store);
+        match action {
+            TokenAction::Create {
+                name,
+                role,
+                expires_in_days,
+            } => {
+                if !crate::ledger::auth::ROLES.contains(&role.as_str()) {
+                    return Err(format!(
+                        "--role must be one of {}",
+                        crate::ledger::auth::ROLES.join(", ")
+                    ));
+                }
+                let t = ledgers
+                    .create_token(
+                        &name,
+                        &role,
+                        expires_in_days.map(|d| chrono::Duration::days(d.into())),
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(format!(
+                    "token {} ({}, {}){}\n{}",
+                    t.token.id,
+                    t.token.name,
+                    t.token.role,
+                    t.token
+                        .expires_at
+                        .map(|e| format!(", expires {e}"))
+                        .unwrap_or_default(),
+                    t.secret
+                ))
+            }
+            TokenAction::List => {
+                let list = ledgers.list_tokens().await.map_err(|e| e.to_string())?;
+                serde_json::to_string_pretty(&list).map_err(|e| e.to_string())
+            }
+            TokenAction::Revoke { id } => {
+                if ledgers.revoke_token(&id).await.map_err(|e| e.to_string())? {
+                    Ok(format!("revoked {id}"))
+                } else {
+                    Err(format!("no live token with id {id:?}"))
+                }
+            }
+        }
+    })
+}

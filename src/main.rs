@@ -33,6 +33,19 @@ enum Command {
         /// Input file ("-" for standard input).
         file: Option<PathBuf>,
     },
+    /// Make, list or revoke bearer tokens (operators; talks to the database directly).
+    Token {
+        /// Database URL, as for `serve`.
+        #[arg(
+            long,
+            env = "DATABASE_URL",
+            default_value = "sqlite://privacy-ledger.db",
+            global = true
+        )]
+        database_url: String,
+        #[command(subcommand)]
+        action: privacy_ledger::cli::TokenAction,
+    },
 }
 
 /// mimalloc keeps freed memory for reuse, where glibc's malloc maps and unmaps every large PMF and
@@ -48,6 +61,19 @@ fn main() -> ExitCode {
             println!("{}", privacy_ledger::http::openapi_json());
             ExitCode::SUCCESS
         }
+        Command::Token {
+            database_url,
+            action,
+        } => match privacy_ledger::cli::token(&database_url, action) {
+            Ok(out) => {
+                println!("{out}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Account { file } => match privacy_ledger::cli::account(file.as_deref()) {
             Ok(out) => {
                 println!("{out}");
@@ -84,6 +110,10 @@ fn serve(cfg: ServeConfig) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        if let Some(t) = app.first_token() {
+            // Shown once: only its hash is stored.
+            println!("admin token (first start; shown once, keep it): {t}");
+        }
         // Tests and scripts read this line to find the port.
         println!("listening on {}", app.local_addr());
         tracing::info!(addr = %app.local_addr(), database = %cfg.database_url, "serving");

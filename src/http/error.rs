@@ -253,6 +253,12 @@ impl From<LedgerError> for ApiError {
                 format!("charge {charge:?} cannot be released: {reason}"),
             )
             .with_details(json!({"charge_id": charge, "reason": reason})),
+            LedgerError::Unauthenticated => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "send a valid token: Authorization: Bearer <token> (the first start of the service \
+                 prints an admin token; `privacy-ledger token create` makes more)",
+            ),
             LedgerError::RunComplete(r) => ApiError::new(
                 StatusCode::CONFLICT,
                 "run_complete",
@@ -295,7 +301,14 @@ impl IntoResponse for ApiError {
         body.insert("message".into(), json!(self.message));
         body.insert("details".into(), self.details);
         body.extend(self.extra);
-        (self.status, axum::Json(Value::Object(body))).into_response()
+        let mut res = (self.status, axum::Json(Value::Object(body))).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            res.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        res
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::error::{ApiError, BudgetExceededBody, ErrorBody};
 use super::wire::*;
-use super::{ApiJson, AppState};
+use super::{ApiJson, AppState, Caller};
 use crate::ledger::input::{self, ChargeRequest, NewDataset};
 use crate::ledger::schema::ReportWire;
 use crate::ledger::{Calibrated, DatasetReport, DatasetView, Preview, TradeoffView};
@@ -69,6 +69,7 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
         (status = "4XX", description = "Invalid request", body = ErrorBody),
         (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn create_dataset(
+    _caller: Caller,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
@@ -85,6 +86,7 @@ pub async fn create_dataset(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn list_datasets(
+    _caller: Caller,
     State(s): State<AppState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<DatasetPage>> {
@@ -107,6 +109,7 @@ pub async fn list_datasets(
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn get_dataset(
+    _caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<DatasetView>> {
@@ -124,6 +127,7 @@ pub async fn get_dataset(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn update_dataset(
+    _caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -168,6 +172,7 @@ fn optional_body(body: &axum::body::Bytes) -> ApiResult<Value> {
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn declare_run(
+    _caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -195,6 +200,7 @@ pub async fn declare_run(
               (status = 404, description = "No such dataset or run", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn get_run(
+    _caller: Caller,
     State(s): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
 ) -> ApiResult<Json<crate::ledger::RunView>> {
@@ -215,6 +221,7 @@ pub async fn get_run(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn run_chunk(
+    _caller: Caller,
     State(s): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
     headers: HeaderMap,
@@ -237,6 +244,7 @@ pub async fn run_chunk(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn commit_charge(
+    _caller: Caller,
     State(s): State<AppState>,
     Path((id, charge_id)): Path<(String, String)>,
     headers: HeaderMap,
@@ -261,6 +269,7 @@ pub async fn commit_charge(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn release_charge(
+    _caller: Caller,
     State(s): State<AppState>,
     Path((id, charge_id)): Path<(String, String)>,
     headers: HeaderMap,
@@ -284,6 +293,7 @@ pub async fn release_charge(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn create_charge(
+    _caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -304,6 +314,7 @@ pub async fn create_charge(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn list_charges(
+    _caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
@@ -333,6 +344,7 @@ pub async fn list_charges(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn preview_charge(
+    _caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<Value>,
@@ -353,6 +365,7 @@ pub async fn preview_charge(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn get_report(
+    _caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
@@ -373,6 +386,7 @@ pub async fn get_report(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn get_tradeoff(
+    _caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
@@ -388,6 +402,7 @@ pub async fn get_tradeoff(
     responses((status = 200, description = "The report", body = ReportWire),
               (status = "4XX", description = "Invalid request", body = ErrorBody)))]
 pub async fn compose(
+    _caller: Caller,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
@@ -405,6 +420,7 @@ pub async fn compose(
               (status = "4XX", description = "Invalid request or unreachable target", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn calibrate_dataset(
+    _caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<Value>,
@@ -419,6 +435,7 @@ pub async fn calibrate_dataset(
     responses((status = 200, description = "The calibrated value", body = Calibrated),
               (status = "4XX", description = "Invalid request or unreachable target", body = ErrorBody)))]
 pub async fn calibrate(
+    _caller: Caller,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Calibrated>> {
@@ -427,14 +444,14 @@ pub async fn calibrate(
 }
 
 /// Liveness: the process answers.
-#[utoipa::path(get, path = "/healthz", tag = "operations",
+#[utoipa::path(get, path = "/healthz", tag = "operations", security(()),
     responses((status = 200, description = "Alive", body = Object)))]
 pub async fn healthz() -> Json<Value> {
     Json(serde_json::json!({"status": "ok"}))
 }
 
 /// Readiness: the store answers.
-#[utoipa::path(get, path = "/readyz", tag = "operations",
+#[utoipa::path(get, path = "/readyz", tag = "operations", security(()),
     responses((status = 200, description = "Ready", body = Object),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Value>> {
@@ -443,7 +460,7 @@ pub async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Value>> {
 }
 
 /// Prometheus metrics.
-pub async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
+pub async fn metrics(_caller: Caller, State(s): State<AppState>) -> impl IntoResponse {
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -50,6 +50,51 @@ impl Default for Limits {
     }
 }
 
+/// The authenticated caller of a request: every handler that reads or changes a dataset takes
+/// one, so a request without a valid `Authorization: Bearer` token is refused (401) before the
+/// handler runs. (Which role may do what is not enforced yet.)
+pub struct Caller(pub crate::ledger::auth::Principal);
+
+impl axum::extract::FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        s: &AppState,
+    ) -> Result<Self, ApiError> {
+        let secret = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or(crate::ledger::LedgerError::Unauthenticated)?;
+        Ok(Caller(s.ledgers.authenticate(secret).await?))
+    }
+}
+
+/// Adds the bearer scheme to the spec, so generated clients send the token.
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A token from the first start's output or `privacy-ledger token create`",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
 /// `axum::Json` whose rejections use the API's error shape.
 #[derive(FromRequest)]
 #[from_request(via(axum::Json), rejection(ApiError))]
@@ -65,6 +110,8 @@ pub struct ApiJson<T>(pub T);
             each as a sound bracket.",
         license(name = "Apache-2.0")
     ),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
     tags(
         (name = "datasets", description = "Datasets and their budgets"),
         (name = "charges", description = "The budget gate: charge, preview, ledger"),

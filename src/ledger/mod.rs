@@ -10,6 +10,7 @@
 //!
 //! Composition runs on tokio's blocking pool, never on the async workers.
 
+pub mod auth;
 pub mod filter;
 pub mod input;
 pub mod schema;
@@ -87,6 +88,8 @@ pub enum LedgerError {
     },
     #[error("charge {charge:?} cannot be released: {reason}")]
     ReleaseRefused { charge: String, reason: String },
+    #[error("missing, unknown, revoked or expired bearer token")]
+    Unauthenticated,
 }
 
 impl From<StoreError> for LedgerError {

@@ -17,6 +17,8 @@
 //! `run_id`, `chunk` (a run's declaration and its chunks), `status` (of a charge: `reserved`,
 //! `committed`, `released`; NULL = committed, as every charge before version 3 was), and
 //! `datasets.reserved` (open reservations) and `create_hash` (so a retried creation is recognised).
+//! Version 4 adds `tokens`: bearer tokens stored only as their SHA-256, with a role, an optional
+//! expiry and a revocation time.
 
 /// Schema migrations after version 1, as (version, statements); the SQL is portable between
 /// SQLite and PostgreSQL (`REAL` is `float4` in PostgreSQL, so `DOUBLE PRECISION` is spelt out
@@ -45,6 +47,18 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "CREATE INDEX IF NOT EXISTS entries_charge ON entries (dataset_id, charge_id)",
             "CREATE INDEX IF NOT EXISTS entries_run ON entries (dataset_id, run_id)",
         ],
+    ),
+    (
+        4,
+        &["CREATE TABLE IF NOT EXISTS tokens (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            hash TEXT NOT NULL UNIQUE,
+            role TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            expires_at TEXT,
+            revoked_at TEXT
+        )"],
     ),
 ];
 
@@ -142,6 +156,19 @@ impl EntryRow {
             created_at,
         }
     }
+}
+
+/// A bearer token as stored (never the secret: only its SHA-256).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenRow {
+    pub id: String,
+    pub name: String,
+    /// Hex SHA-256 of the secret.
+    pub hash: String,
+    pub role: String,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+    pub revoked_at: Option<String>,
 }
 
 /// The dataset fields an append updates.
@@ -246,6 +273,15 @@ pub trait Store: Send + Sync {
         expected_version: i64,
         conversion: &Conversion,
     ) -> Result<(), StoreError>;
+    /// Stores a token; with `only_if_none`, only when no token exists yet (the first start's
+    /// admin token, created once even when replicas start together). Returns whether it was stored.
+    async fn create_token(&self, token: &TokenRow, only_if_none: bool) -> Result<bool, StoreError>;
+    /// The token with this hash, if any.
+    async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>, StoreError>;
+    /// Every token, oldest first.
+    async fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreError>;
+    /// Marks a token revoked at `at` (once); whether a live token was revoked.
+    async fn revoke_token(&self, id: &str, at: &str) -> Result<bool, StoreError>;
     /// Whether the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
 }

@@ -9,7 +9,8 @@
 //! reconnects by itself when the database is back.
 
 use super::{
-    migration_sql, Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError, MIGRATIONS,
+    migration_sql, Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError, TokenRow,
+    MIGRATIONS,
 };
 use async_trait::async_trait;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
@@ -188,6 +189,20 @@ const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu,
 const ENTRY_COLUMNS: &str = "seq, kind, charge_id, event, label, metadata, idempotency_key, \
     request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, response, ref_id, run_id, \
     chunk, status, created_at";
+
+const TOKEN_COLUMNS: &str = "id, name, hash, role, created_at, expires_at, revoked_at";
+
+fn token_from_row(r: &PgRow) -> TokenRow {
+    TokenRow {
+        id: r.get("id"),
+        name: r.get("name"),
+        hash: r.get("hash"),
+        role: r.get("role"),
+        created_at: r.get("created_at"),
+        expires_at: r.get("expires_at"),
+        revoked_at: r.get("revoked_at"),
+    }
+}
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
@@ -463,6 +478,72 @@ impl Store for PostgresStore {
             .map_err(unavailable)?;
         }
         tx.commit().await.map_err(unavailable)
+    }
+
+    async fn create_token(&self, t: &TokenRow, only_if_none: bool) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        if only_if_none {
+            // Replicas starting together: one of them creates the first token.
+            sqlx::query("LOCK TABLE tokens IN EXCLUSIVE MODE")
+                .execute(&mut *tx)
+                .await
+                .map_err(unavailable)?;
+            let any = sqlx::query("SELECT 1 FROM tokens LIMIT 1")
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(unavailable)?;
+            if any.is_some() {
+                return Ok(false);
+            }
+        }
+        sqlx::query(
+            "INSERT INTO tokens (id, name, hash, role, created_at, expires_at, revoked_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&t.id)
+        .bind(&t.name)
+        .bind(&t.hash)
+        .bind(&t.role)
+        .bind(&t.created_at)
+        .bind(&t.expires_at)
+        .bind(&t.revoked_at)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(true)
+    }
+
+    async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = $1"
+        ))
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        Ok(row.as_ref().map(token_from_row))
+    }
+
+    async fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id"
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(unavailable)?;
+        Ok(rows.iter().map(token_from_row).collect())
+    }
+
+    async fn revoke_token(&self, id: &str, at: &str) -> Result<bool, StoreError> {
+        let res =
+            sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                .bind(at)
+                .bind(id)
+                .execute(&self.pool)
+                .await
+                .map_err(unavailable)?;
+        Ok(res.rows_affected() == 1)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

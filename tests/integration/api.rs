@@ -10,8 +10,10 @@ use std::path::PathBuf;
 use tower::ServiceExt;
 
 pub struct TestApp {
-    router: Router,
+    pub router: Router,
     pub dir: PathBuf,
+    /// An admin token every call sends unless it names its own `authorization`.
+    pub token: String,
 }
 
 impl Drop for TestApp {
@@ -38,22 +40,31 @@ pub async fn spawn_app_with(limits: Limits) -> TestApp {
     let dir = temp_dir("api");
     let url = format!("sqlite://{}", dir.join("ledger.db").display());
     let store = open_store(&url).await.unwrap();
-    TestApp {
-        router: router(
-            state(
-                store,
-                privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
-            ),
-            limits,
-        ),
-        dir,
-    }
+    TestApp::over_store(store, limits, dir).await
 }
 
 impl TestApp {
-    /// An app over a router built by the caller (its temporary directory is removed on drop).
-    pub fn from_router(router: Router, dir: PathBuf) -> Self {
-        TestApp { router, dir }
+    /// An app over a store (its temporary directory is removed on drop), with an admin token.
+    pub async fn over_store(
+        store: std::sync::Arc<dyn privacy_ledger::store::Store>,
+        limits: Limits,
+        dir: PathBuf,
+    ) -> Self {
+        let st = state(
+            store,
+            privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
+        );
+        let token = st
+            .ledgers
+            .create_token("tests", "admin", None)
+            .await
+            .unwrap()
+            .secret;
+        TestApp {
+            router: router(st, limits),
+            dir,
+            token,
+        }
     }
 
     pub async fn call(
@@ -64,6 +75,12 @@ impl TestApp {
         headers: &[(&str, &str)],
     ) -> (StatusCode, Value) {
         let mut req = Request::builder().method(method).uri(uri);
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        {
+            req = req.header("authorization", format!("Bearer {}", self.token));
+        }
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
@@ -170,12 +187,14 @@ async fn malformed_json_wrong_media_type_and_oversized_bodies_get_json_errors() 
     })
     .await;
     let req = Request::post("/v1/datasets")
+        .header("authorization", format!("Bearer {}", app.token))
         .header("content-type", "application/json")
         .body(Body::from("{\"id\": "))
         .unwrap();
     let res = app.router.clone().oneshot(req).await.unwrap();
     assert_eq!(res.status(), StatusCode::BAD_REQUEST);
     let req = Request::post("/v1/datasets")
+        .header("authorization", format!("Bearer {}", app.token))
         .header("content-type", "text/plain")
         .body(Body::from("{}"))
         .unwrap();

@@ -27,6 +27,9 @@ pub fn http(
     if let Some(k) = key {
         req.push_str(&format!("Idempotency-Key: {k}\r\n"));
     }
+    if let Some(t) = token_for(addr.port()) {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
     req.push_str("\r\n");
     req.push_str(&payload);
     s.write_all(req.as_bytes())?;
@@ -41,12 +44,58 @@ pub fn http(
     Ok((status, serde_json::from_str(body).unwrap_or(Value::Null)))
 }
 
+/// The token `http` sends to the server on each port.
+static TOKENS: std::sync::OnceLock<Mutex<std::collections::HashMap<u16, String>>> =
+    std::sync::OnceLock::new();
+
+fn token_for(port: u16) -> Option<String> {
+    TOKENS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .get(&port)
+        .cloned()
+}
+
+/// A fresh analyst token on the database at `db`, made with the operators' command.
+pub fn cli_token(db: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_privacy-ledger"))
+        .args([
+            "token",
+            "create",
+            "--name",
+            "tests",
+            "--role",
+            "admin",
+            "--database-url",
+            db,
+        ])
+        .output()
+        .expect("binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
 pub struct Server {
     child: Child,
     pub addr: SocketAddr,
+    /// The admin token printed by the first start of an empty store, if this start printed one.
+    pub first_token: Option<String>,
 }
 
 impl Server {
+    /// Starts the binary on `db`; `http` then authenticates with the first start's token, or
+    /// with one made by `privacy-ledger token create` when the store had tokens already.
     pub fn start(db: &str) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_privacy-ledger"))
             .args(["serve", "--listen", "127.0.0.1:0", "--database-url", db])
@@ -55,17 +104,36 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .expect("binary starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
-        Server { child, addr }
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut first_token = None;
+        let addr: SocketAddr = loop {
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            if let Some(t) = line
+                .trim()
+                .strip_prefix("admin token (first start; shown once, keep it): ")
+            {
+                first_token = Some(t.to_owned());
+                continue;
+            }
+            break line
+                .trim()
+                .strip_prefix("listening on ")
+                .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+                .parse()
+                .unwrap();
+        };
+        let token = first_token.clone().unwrap_or_else(|| cli_token(db));
+        TOKENS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap()
+            .insert(addr.port(), token);
+        Server {
+            child,
+            addr,
+            first_token,
+        }
     }
 
     pub fn kill(mut self) {

@@ -3,8 +3,8 @@
 
 use crate::api::{spawn_app, temp_dir};
 use axum::http::StatusCode;
-use privacy_ledger::app::{open_store, state};
-use privacy_ledger::http::{router, Limits};
+use privacy_ledger::app::open_store;
+use privacy_ledger::http::Limits;
 use serde_json::{json, Value};
 
 /// μ of an ε-DP mechanism, −2Φ⁻¹(1/(1 + e^ε)) (Gomez et al., "(ε,δ) considered harmful",
@@ -160,16 +160,7 @@ async fn a_version_1_ledger_is_migrated() {
     let store = open_store(&format!("sqlite://{}", db.display()))
         .await
         .unwrap();
-    let app = crate::api::TestApp::from_router(
-        router(
-            state(
-                store,
-                privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
-            ),
-            Limits::default(),
-        ),
-        dir,
-    );
+    let app = crate::api::TestApp::over_store(store, Limits::default(), dir).await;
     // Gaussian-only: σ = 2 (μ 0.5) and gdp 1.2 → √(0.25 + 1.44) = 1.3, as before.
     let (s, g) = app.get("/v1/datasets/gauss").await;
     assert_eq!(s, StatusCode::OK, "{g}");
@@ -456,16 +447,7 @@ async fn a_version_2_ledger_is_migrated() {
     let store = open_store(&format!("sqlite://{}", db.display()))
         .await
         .unwrap();
-    let app = crate::api::TestApp::from_router(
-        router(
-            state(
-                store,
-                privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
-            ),
-            Limits::default(),
-        ),
-        dir,
-    );
+    let app = crate::api::TestApp::over_store(store, Limits::default(), dir).await;
     // What the previous release stored: 3 units (σ = 2, a 100-step DP-SGD run with δᵢ = 1e-9, a
     // Laplace at δᵢ = 0) after a budget raise to (2.5, 1e-6).
     let (s, d) = app.get("/v1/datasets/train").await;

@@ -2,6 +2,7 @@
 
 mod accuracy;
 mod api;
+mod auth;
 mod cli;
 mod crash;
 mod filter;

@@ -1,0 +1,180 @@
+//! Authentication: bearer tokens, secure by default (issue 11, first part).
+
+use crate::api::{spawn_app, temp_dir, TestApp};
+use crate::crash::{cli_token, http, Server};
+use axum::http::StatusCode;
+use privacy_ledger::app::open_store;
+use privacy_ledger::http::Limits;
+use serde_json::json;
+
+#[tokio::test]
+async fn every_dataset_route_needs_a_valid_token_and_says_how_to_get_one() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    let uris = [
+        ("GET", "/v1/datasets"),
+        ("GET", "/v1/datasets/d"),
+        ("POST", "/v1/datasets/d/charges"),
+        ("GET", "/v1/datasets/d/report"),
+        ("POST", "/v1/accountant/compose"),
+        ("GET", "/metrics"),
+    ];
+    for auth in ["", "Bearer ", "Bearer pl_nope", "Basic abc", "bearer x"] {
+        for (m, uri) in uris {
+            let body = json!({"event": {"type": "gdp", "mu": 0.1}, "events": []});
+            let (s, b) = app
+                .call(m, uri, Some(&body), &[("authorization", auth)])
+                .await;
+            assert_eq!(s, StatusCode::UNAUTHORIZED, "{m} {uri} with {auth:?}: {b}");
+            assert_eq!(b["error"], "unauthenticated");
+            assert!(b["message"].as_str().unwrap().contains("token create"));
+        }
+    }
+    // Nothing was charged by the refused requests.
+    assert_eq!(app.get("/v1/datasets/d").await.1["units"], 0);
+    // Health, readiness and the spec stay open.
+    for uri in ["/healthz", "/readyz", "/openapi.json"] {
+        let (s, _) = app.call("GET", uri, None, &[("authorization", "")]).await;
+        assert_eq!(s, StatusCode::OK, "{uri}");
+    }
+    // The spec declares the scheme, so generated clients send the token.
+    let (_, spec) = app.get("/openapi.json").await;
+    assert_eq!(
+        spec["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    assert_eq!(spec["security"][0]["bearer"], json!([]));
+}
+
+#[tokio::test]
+async fn the_401_carries_www_authenticate() {
+    use tower::ServiceExt;
+    let app = spawn_app().await;
+    let req = axum::http::Request::get("/v1/datasets")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(res.headers()["www-authenticate"], "Bearer");
+}
+
+/// Tokens are stored as hashes only; a revoked or expired token is refused at once, also by
+/// another process on the same database (no cache).
+#[tokio::test]
+async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
+    let dir = temp_dir("auth");
+    let url = format!("sqlite://{}", dir.join("l.db").display());
+    let a = TestApp::over_store(
+        open_store(&url).await.unwrap(),
+        Limits::default(),
+        dir.clone(),
+    )
+    .await;
+    let b = TestApp::over_store(
+        open_store(&url).await.unwrap(),
+        Limits::default(),
+        temp_dir("auth-b"),
+    )
+    .await;
+    let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
+    let t = ledgers
+        .create_token("analyst 7", "analyst", None)
+        .await
+        .unwrap();
+    assert!(t.secret.starts_with("pl_") && t.secret.len() == 67);
+    let bearer = format!("Bearer {}", t.secret);
+    for app in [&a, &b] {
+        let (s, _) = app
+            .call("GET", "/v1/datasets", None, &[("authorization", &bearer)])
+            .await;
+        assert_eq!(s, StatusCode::OK);
+    }
+    // The secret is nowhere in the database file.
+    let raw = std::fs::read(dir.join("l.db")).unwrap();
+    assert!(!raw
+        .windows(t.secret.len())
+        .any(|w| w == t.secret.as_bytes()));
+    // Listing shows the token without its secret.
+    let listed = ledgers.list_tokens().await.unwrap();
+    assert!(listed
+        .iter()
+        .any(|x| x.id == t.token.id && x.role == "analyst"));
+    assert!(!serde_json::to_string(&listed).unwrap().contains(&t.secret));
+    // Revoked through one process, refused by both at once.
+    assert!(ledgers.revoke_token(&t.token.id).await.unwrap());
+    assert!(!ledgers.revoke_token(&t.token.id).await.unwrap());
+    for app in [&a, &b] {
+        let (s, _) = app
+            .call("GET", "/v1/datasets", None, &[("authorization", &bearer)])
+            .await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED);
+    }
+    // Expired.
+    let old = ledgers
+        .create_token("short", "auditor", Some(chrono::Duration::seconds(-1)))
+        .await
+        .unwrap();
+    let (s, _) = a
+        .call(
+            "GET",
+            "/v1/datasets",
+            None,
+            &[("authorization", &format!("Bearer {}", old.secret))],
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+}
+
+/// The real binary on a fresh machine: the first start prints an admin token once, which works;
+/// a restart prints none; the operators' command makes, lists and revokes tokens.
+#[test]
+fn the_first_start_prints_an_admin_token_once_and_the_cli_manages_tokens() {
+    let dir = temp_dir("first");
+    let db = format!("sqlite://{}", dir.join("l.db").display());
+    let server = Server::start(&db);
+    let first = server
+        .first_token
+        .clone()
+        .expect("the first start prints a token");
+    assert!(first.starts_with("pl_"));
+    let (s, _) = http(server.addr, "GET", "/v1/datasets", None, None).unwrap();
+    assert_eq!(s, 200);
+    server.kill();
+    let again = Server::start(&db);
+    assert!(
+        again.first_token.is_none(),
+        "a second start prints no token"
+    );
+    let made = cli_token(&db);
+    assert!(made.starts_with("pl_") && made != first);
+    let bin = env!("CARGO_BIN_EXE_privacy-ledger");
+    let list = std::process::Command::new(bin)
+        .args(["token", "list", "--database-url", &db])
+        .output()
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 3, "{list}");
+    assert!(!list.to_string().contains("pl_"), "no secret is listed");
+    let id = list[0]["id"].as_str().unwrap();
+    let out = std::process::Command::new(bin)
+        .args(["token", "revoke", id, "--database-url", &db])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let bad = std::process::Command::new(bin)
+        .args([
+            "token",
+            "create",
+            "--name",
+            "x",
+            "--role",
+            "root",
+            "--database-url",
+            &db,
+        ])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    again.kill();
+    let _ = std::fs::remove_dir_all(&dir);
+}
