@@ -116,7 +116,7 @@ fn serve(cfg: ServeConfig) -> ExitCode {
         }
         // Tests and scripts read this line to find the port.
         println!("listening on {}", app.local_addr());
-        tracing::info!(addr = %app.local_addr(), database = %cfg.database_url, "serving");
+        tracing::info!(addr = %app.local_addr(), database = %privacy_ledger::app::redact(&cfg.database_url), "serving");
         match app.run_until_stopped().await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

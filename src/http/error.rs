@@ -259,6 +259,12 @@ impl From<LedgerError> for ApiError {
                 "send a valid token: Authorization: Bearer <token> (the first start of the service \
                  prints an admin token; `privacy-ledger token create` makes more)",
             ),
+            LedgerError::Forbidden(why) => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("{why}; ask an admin for a token with the right role"),
+            )
+            .with_details(json!({"reason": why})),
             LedgerError::RunComplete(r) => ApiError::new(
                 StatusCode::CONFLICT,
                 "run_complete",

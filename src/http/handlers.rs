@@ -3,6 +3,7 @@
 use super::error::{ApiError, BudgetExceededBody, ErrorBody};
 use super::wire::*;
 use super::{ApiJson, AppState, Caller};
+use crate::ledger::auth::Action;
 use crate::ledger::input::{self, ChargeRequest, NewDataset};
 use crate::ledger::schema::ReportWire;
 use crate::ledger::{Calibrated, DatasetReport, DatasetView, Preview, TradeoffView};
@@ -69,10 +70,11 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
         (status = "4XX", description = "Invalid request", body = ErrorBody),
         (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn create_dataset(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
+    caller.0.may(Action::Administer)?;
     let d = NewDataset::from_json(&body, s.default_grid_step)?;
     let (v, created) = s.ledgers.create_dataset(d).await?;
     Ok((created_or_ok(created), Json(v)))
@@ -86,10 +88,11 @@ pub async fn create_dataset(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn list_datasets(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<DatasetPage>> {
+    caller.0.may(Action::Read)?;
     unknown_params(&q, &["limit", "cursor"])?;
     let limit = page_limit(&q)?;
     let (items, next) = s
@@ -109,10 +112,11 @@ pub async fn list_datasets(
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn get_dataset(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<DatasetView>> {
+    caller.0.may(Action::Read)?;
     Ok(Json(s.ledgers.get_dataset(&id).await?))
 }
 
@@ -127,12 +131,13 @@ pub async fn get_dataset(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn update_dataset(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Value>> {
+    caller.0.may(Action::Administer)?;
     let patch = input::budget_patch(&body, idempotency_key(&headers)?)?;
     Ok(Json(s.ledgers.update_budget(&id, patch).await?))
 }
@@ -172,12 +177,13 @@ fn optional_body(body: &axum::body::Bytes) -> ApiResult<Value> {
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn declare_run(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
+    caller.0.may(Action::Spend)?;
     let key = idempotency_key(&headers)?;
     let replay = key.is_some();
     let req = input::RunRequest::from_json(&body, key)?;
@@ -200,10 +206,11 @@ pub async fn declare_run(
               (status = 404, description = "No such dataset or run", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn get_run(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
 ) -> ApiResult<Json<crate::ledger::RunView>> {
+    caller.0.may(Action::Read)?;
     Ok(Json(s.ledgers.get_run(&id, &run_id).await?))
 }
 
@@ -221,12 +228,13 @@ pub async fn get_run(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn run_chunk(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<impl IntoResponse> {
+    caller.0.may(Action::Spend)?;
     let body = optional_body(&body)?;
     let req = input::ChunkRequest::from_json(&body, &run_id, idempotency_key(&headers)?)?;
     let out = s.ledgers.run_chunk(&id, &run_id, req).await?;
@@ -244,11 +252,12 @@ pub async fn run_chunk(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn commit_charge(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path((id, charge_id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
+    caller.0.may(Action::Spend)?;
     let body = Value::Object(Default::default());
     let req =
         input::SettleRequest::from_json(&body, &charge_id, false, idempotency_key(&headers)?)?;
@@ -269,12 +278,13 @@ pub async fn commit_charge(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn release_charge(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path((id, charge_id)): Path<(String, String)>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Value>> {
+    caller.0.may(Action::Spend)?;
     let req = input::SettleRequest::from_json(&body, &charge_id, true, idempotency_key(&headers)?)?;
     Ok(Json(s.ledgers.release(&id, &charge_id, req).await?))
 }
@@ -293,12 +303,13 @@ pub async fn release_charge(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn create_charge(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
+    caller.0.may(Action::Spend)?;
     let req = ChargeRequest::from_json(&body, idempotency_key(&headers)?)?;
     let out = s.ledgers.charge(&id, req).await?;
     Ok((created_or_ok(out.created), Json(out.body)))
@@ -314,11 +325,12 @@ pub async fn create_charge(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn list_charges(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<EntryPage>> {
+    caller.0.may(Action::Read)?;
     unknown_params(&q, &["limit", "after"])?;
     let limit = page_limit(&q)?;
     let after =
@@ -344,11 +356,12 @@ pub async fn list_charges(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn preview_charge(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Preview>> {
+    caller.0.may(Action::Spend)?;
     let req = ChargeRequest::from_json(&body, None)?;
     Ok(Json(s.ledgers.preview(&id, req).await?))
 }
@@ -365,11 +378,12 @@ pub async fn preview_charge(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn get_report(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<DatasetReport>> {
+    caller.0.may(Action::Read)?;
     unknown_params(&q, &["deltas", "epsilons", "alphas"])?;
     let opts = input::report_query(&q)?;
     Ok(Json(s.ledgers.report(&id, opts).await?))
@@ -386,11 +400,12 @@ pub async fn get_report(
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn get_tradeoff(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<TradeoffView>> {
+    caller.0.may(Action::Read)?;
     unknown_params(&q, &["points", "alpha"])?;
     let alphas = input::tradeoff_query(&q)?;
     Ok(Json(s.ledgers.tradeoff(&id, alphas).await?))
@@ -402,10 +417,11 @@ pub async fn get_tradeoff(
     responses((status = 200, description = "The report", body = ReportWire),
               (status = "4XX", description = "Invalid request", body = ErrorBody)))]
 pub async fn compose(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
+    caller.0.may(Action::Read)?;
     let req = input::compose_request(&body)?;
     Ok(Json(s.ledgers.compose(req).await?))
 }
@@ -420,11 +436,12 @@ pub async fn compose(
               (status = "4XX", description = "Invalid request or unreachable target", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn calibrate_dataset(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Calibrated>> {
+    caller.0.may(Action::Spend)?;
     let req = input::CalibrateRequest::from_json(&body, false)?;
     Ok(Json(s.ledgers.calibrate(&id, req).await?))
 }
@@ -435,10 +452,11 @@ pub async fn calibrate_dataset(
     responses((status = 200, description = "The calibrated value", body = Calibrated),
               (status = "4XX", description = "Invalid request or unreachable target", body = ErrorBody)))]
 pub async fn calibrate(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Calibrated>> {
+    caller.0.may(Action::Read)?;
     let req = input::CalibrateRequest::from_json(&body, true)?;
     Ok(Json(s.ledgers.calibrate_stateless(req).await?))
 }
@@ -460,12 +478,13 @@ pub async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Value>> {
 }
 
 /// Prometheus metrics.
-pub async fn metrics(_caller: Caller, State(s): State<AppState>) -> impl IntoResponse {
-    (
+pub async fn metrics(caller: Caller, State(s): State<AppState>) -> ApiResult<impl IntoResponse> {
+    caller.0.may(Action::Read)?;
+    Ok((
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
         s.metrics.render(),
-    )
+    ))
 }

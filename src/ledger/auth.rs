@@ -6,8 +6,10 @@
 //! looks its token up in the store, so a revocation takes effect at once on every replica. The
 //! first start on an empty store makes an `admin` token and prints it once.
 //!
-//! Roles are recorded with each token (`admin`, `analyst`, `auditor`); what each role may do is
-//! not enforced yet: every valid token may call every endpoint.
+//! Roles, globally for now (per-dataset grants are not built yet), in [`Principal::may`], the one
+//! place the rule is written: `admin` may do everything; `analyst` may spend (charge, preview,
+//! runs, chunks, commit, release, calibrate against a dataset) and read; `auditor` may only read.
+//! Creating datasets and changing budgets is admin-only.
 
 use super::{now, LedgerError, Ledgers};
 use crate::store::TokenRow;
@@ -24,6 +26,48 @@ pub struct Principal {
     pub token_id: String,
     pub name: String,
     pub role: String,
+}
+
+/// What a request does, for [`Principal::may`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Read datasets, ledgers, reports; stateless accounting.
+    Read,
+    /// Spend a dataset's budget (or ask what spending would do).
+    Spend,
+    /// Create datasets, change budgets.
+    Administer,
+}
+
+impl Action {
+    fn describe(self) -> &'static str {
+        match self {
+            Action::Read => "read",
+            Action::Spend => "spend a budget",
+            Action::Administer => "create datasets or change budgets",
+        }
+    }
+}
+
+impl Principal {
+    /// Whether this principal's role allows `action` ([`LedgerError::Forbidden`] if not).
+    pub fn may(&self, action: Action) -> Result<(), LedgerError> {
+        let allowed = match self.role.as_str() {
+            "admin" => true,
+            "analyst" => action != Action::Administer,
+            "auditor" => action == Action::Read,
+            _ => false,
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(LedgerError::Forbidden(format!(
+                "the {} role may not {}",
+                self.role,
+                action.describe()
+            )))
+        }
+    }
 }
 
 /// A token as shown (never its secret, except once in [`NewToken`]).

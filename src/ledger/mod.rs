@@ -90,6 +90,8 @@ pub enum LedgerError {
     ReleaseRefused { charge: String, reason: String },
     #[error("missing, unknown, revoked or expired bearer token")]
     Unauthenticated,
+    #[error("forbidden: {0}")]
+    Forbidden(String),
 }
 
 impl From<StoreError> for LedgerError {

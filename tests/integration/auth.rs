@@ -178,3 +178,98 @@ fn the_first_start_prints_an_admin_token_once_and_the_cli_manages_tokens() {
     again.kill();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The role × endpoint matrix through the real router: admin does everything, analyst spends and
+/// reads, auditor only reads; a refused request changes nothing (403 `forbidden`).
+#[tokio::test]
+async fn roles_admit_exactly_their_actions() {
+    let dir = temp_dir("roles");
+    let url = format!("sqlite://{}", dir.join("l.db").display());
+    let app = TestApp::over_store(open_store(&url).await.unwrap(), Limits::default(), dir).await;
+    let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
+    app.dataset("d", 10.0).await;
+    let gdp = json!({"event": {"type": "gdp", "mu": 0.1}});
+    // (method, uri, body, action): R read, S spend, A administer.
+    let calls: Vec<(&str, String, Option<serde_json::Value>, char)> = vec![
+        ("GET", "/v1/datasets".into(), None, 'R'),
+        ("GET", "/v1/datasets/d".into(), None, 'R'),
+        ("GET", "/v1/datasets/d/charges".into(), None, 'R'),
+        ("GET", "/v1/datasets/d/report".into(), None, 'R'),
+        ("GET", "/v1/datasets/d/tradeoff?points=5".into(), None, 'R'),
+        (
+            "POST",
+            "/v1/accountant/compose".into(),
+            Some(json!({"events": [{"type": "gdp", "mu": 1}]})),
+            'R',
+        ),
+        ("GET", "/metrics".into(), None, 'R'),
+        (
+            "POST",
+            "/v1/datasets/d/charges/preview".into(),
+            Some(gdp.clone()),
+            'S',
+        ),
+        (
+            "POST",
+            "/v1/datasets/d/charges".into(),
+            Some(gdp.clone()),
+            'S',
+        ),
+        (
+            "POST",
+            "/v1/datasets/d/runs".into(),
+            Some(json!({"event": {"type": "gdp", "mu": 0.1}, "steps": 2})),
+            'S',
+        ),
+        (
+            "POST",
+            "/v1/datasets/d/calibrate".into(),
+            Some(
+                json!({"event": {"type": "gaussian", "noise_multiplier": 1.0}, "free_parameter": "noise_multiplier"}),
+            ),
+            'S',
+        ),
+        (
+            "PATCH",
+            "/v1/datasets/d".into(),
+            Some(json!({"budget": {"mu": 10.0}})),
+            'A',
+        ),
+        (
+            "POST",
+            "/v1/datasets".into(),
+            Some(json!({"id": "new", "budget": {"mu": 1.0}})),
+            'A',
+        ),
+    ];
+    for role in ["admin", "analyst", "auditor"] {
+        let t = ledgers.create_token(role, role, None).await.unwrap();
+        let bearer = format!("Bearer {}", t.secret);
+        for (m, uri, body, action) in &calls {
+            let allowed = match role {
+                "admin" => true,
+                "analyst" => *action != 'A',
+                _ => *action == 'R',
+            };
+            let before = app.get("/v1/datasets/d").await.1["version"].clone();
+            let (s, b) = app
+                .call(m, uri, body.as_ref(), &[("authorization", &bearer)])
+                .await;
+            if allowed {
+                assert!(s.is_success(), "{role} {m} {uri}: {s} {b}");
+            } else {
+                assert_eq!(s, StatusCode::FORBIDDEN, "{role} {m} {uri}: {b}");
+                assert_eq!(b["error"], "forbidden");
+                assert_eq!(
+                    app.get("/v1/datasets/d").await.1["version"],
+                    before,
+                    "nothing written"
+                );
+            }
+        }
+        if role == "admin" {
+            // The admin made "new": the others' attempt must be refused before it conflicts.
+            assert_eq!(app.get("/v1/datasets/new").await.0, StatusCode::OK);
+        }
+    }
+}
