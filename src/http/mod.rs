@@ -153,6 +153,47 @@ pub fn openapi_json() -> String {
     openapi().to_pretty_json().expect("the spec serialises")
 }
 
+/// Longest client-supplied `X-Request-Id` kept (longer or odd ones are replaced by a fresh id).
+const MAX_REQUEST_ID: usize = 128;
+
+/// Drops a client's `X-Request-Id` unless it is 1–128 characters from [A-Za-z0-9._:-] (so a log
+/// line or a response header never carries what a client smuggled in); the id layer then sets a
+/// fresh one.
+async fn check_request_id(mut req: Request, next: Next) -> Response {
+    let ok = req.headers().get("x-request-id").map(|v| {
+        let b = v.as_bytes();
+        !b.is_empty()
+            && b.len() <= MAX_REQUEST_ID
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b':' | b'-'))
+    });
+    if ok == Some(false) {
+        req.headers_mut().remove("x-request-id");
+    }
+    next.run(req).await
+}
+
+/// Standard security headers on every response (the service sends no CORS headers: browsers on
+/// other origins cannot call it).
+fn security_headers(router: Router) -> Router {
+    use tower_http::set_header::SetResponseHeaderLayer;
+    let h = |name: &'static str, value: &'static str| {
+        SetResponseHeaderLayer::if_not_present(
+            header::HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        )
+    };
+    router
+        .layer(h("x-content-type-options", "nosniff"))
+        .layer(h("x-frame-options", "DENY"))
+        .layer(h("referrer-policy", "no-referrer"))
+        .layer(h("cache-control", "no-store"))
+        .layer(h(
+            "content-security-policy",
+            "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
+        ))
+}
+
 /// Gives bare error statuses from layers (timeouts, unknown routes, panics) the API's JSON shape.
 async fn json_errors(req: Request, next: Next) -> Response {
     let res = next.run(req).await;
@@ -175,32 +216,34 @@ async fn json_errors(req: Request, next: Next) -> Response {
 pub fn router(state: AppState, limits: Limits) -> Router {
     let (api, spec) = api().split_for_parts();
     let spec = Arc::new(spec.to_pretty_json().expect("the spec serialises"));
-    api.route(
-        "/openapi.json",
-        get(move || {
-            let spec = spec.clone();
-            async move {
-                (
-                    [(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("application/json"),
-                    )],
-                    (*spec).clone(),
-                )
-            }
-        }),
-    )
-    .route("/docs", get(|| async { Html(DOCS_PAGE) }))
-    .route("/metrics", get(handlers::metrics))
-    .fallback(|| async { error::for_status(StatusCode::NOT_FOUND) })
-    .with_state(state)
-    .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-    .layer(middleware::from_fn(json_errors))
-    .layer(TimeoutLayer::with_status_code(
-        StatusCode::REQUEST_TIMEOUT,
-        limits.request_timeout,
-    ))
-    .layer(CatchPanicLayer::new())
+    let inner = api
+        .route(
+            "/openapi.json",
+            get(move || {
+                let spec = spec.clone();
+                async move {
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("application/json"),
+                        )],
+                        (*spec).clone(),
+                    )
+                }
+            }),
+        )
+        .route("/docs", get(|| async { Html(DOCS_PAGE) }))
+        .route("/metrics", get(handlers::metrics))
+        .fallback(|| async { error::for_status(StatusCode::NOT_FOUND) })
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(middleware::from_fn(json_errors))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            limits.request_timeout,
+        ))
+        .layer(CatchPanicLayer::new());
+    security_headers(inner)
     .layer(PropagateRequestIdLayer::x_request_id())
     .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
         let id = req
@@ -211,6 +254,7 @@ pub fn router(state: AppState, limits: Limits) -> Router {
         tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
     }))
     .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+    .layer(middleware::from_fn(check_request_id))
 }
 
 /// A browsable view of the spec that needs nothing from the network: it fetches `/openapi.json`

@@ -273,3 +273,50 @@ async fn roles_admit_exactly_their_actions() {
         }
     }
 }
+
+/// Hygiene: a client's odd X-Request-Id is replaced, a sane one kept; security headers on every
+/// response; no CORS headers (other origins cannot call the service from a browser).
+#[tokio::test]
+async fn request_ids_are_checked_and_security_headers_sent() {
+    use tower::ServiceExt;
+    let app = spawn_app().await;
+    let send = |id: Option<String>, origin: bool| {
+        let mut req = axum::http::Request::get("/v1/datasets")
+            .header("authorization", format!("Bearer {}", app.token));
+        if let Some(id) = id {
+            req = req.header("x-request-id", id);
+        }
+        if origin {
+            req = req.header("origin", "https://evil.example");
+        }
+        app.router
+            .clone()
+            .oneshot(req.body(axum::body::Body::empty()).unwrap())
+    };
+    let res = send(Some("job-42.step_7:a".into()), false).await.unwrap();
+    assert_eq!(res.headers()["x-request-id"], "job-42.step_7:a");
+    for bad in [
+        "a b".to_string(),
+        "x".repeat(129),
+        "<script>".into(),
+        "é".into(),
+    ] {
+        let res = send(Some(bad.clone()), false).await.unwrap();
+        let got = res.headers()["x-request-id"]
+            .to_str()
+            .unwrap_or("")
+            .to_owned();
+        assert!(
+            got != bad && uuid::Uuid::parse_str(&got).is_ok(),
+            "{bad:?} -> {got:?}"
+        );
+    }
+    let res = send(None, true).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let h = res.headers();
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["x-frame-options"], "DENY");
+    assert_eq!(h["cache-control"], "no-store");
+    assert!(h.contains_key("content-security-policy"));
+    assert!(!h.contains_key("access-control-allow-origin"));
+}
