@@ -43,6 +43,10 @@ pub fn state(store: Arc<dyn Store>, default_grid_step: GridStep) -> AppState {
         ledgers: Arc::new(Ledgers::new(store)),
         metrics: metrics_handle(),
         default_grid_step,
+        limiter: Arc::new(http::rate::RateLimiter::new(
+            Limits::default().rate_per_second,
+            Limits::default().rate_burst,
+        )),
     }
 }
 
@@ -89,6 +93,8 @@ impl Application {
         let limits = Limits {
             max_body_bytes: cfg.max_body_bytes,
             request_timeout: Duration::from_secs(cfg.request_timeout_secs),
+            rate_per_second: cfg.rate_limit_per_second,
+            rate_burst: 2.0 * cfg.rate_limit_per_second,
         };
         let st = state(store, cfg.grid_step()?);
         // Secure by default: an empty store gets its first admin token now, shown once.

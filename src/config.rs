@@ -38,6 +38,13 @@ pub struct ServeConfig {
         default_value_t = 60
     )]
     pub request_timeout_secs: u64,
+    /// Requests per second per token, on average (twice as many at once); 429 beyond.
+    #[arg(
+        long,
+        env = "PRIVACY_LEDGER_RATE_LIMIT_PER_SECOND",
+        default_value_t = 100.0
+    )]
+    pub rate_limit_per_second: f64,
     /// Log format.
     #[arg(
         long,
@@ -60,6 +67,9 @@ impl ServeConfig {
         self.grid_step()?;
         if self.max_body_bytes < 1024 {
             return Err("--max-body-bytes must be at least 1024".into());
+        }
+        if !(self.rate_limit_per_second >= 0.1 && self.rate_limit_per_second <= 1e6) {
+            return Err("--rate-limit-per-second must be a number in [0.1, 1e6]".into());
         }
         if self.request_timeout_secs == 0 {
             return Err("--request-timeout-secs must be at least 1".into());

@@ -53,6 +53,7 @@ pub struct ApiError {
     message: String,
     details: Value,
     extra: Map<String, Value>,
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -64,7 +65,14 @@ impl ApiError {
             message: message.into(),
             details: json!({}),
             extra: Map::new(),
+            retry_after: None,
         }
+    }
+
+    /// Adds a Retry-After header (seconds).
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 
     /// Adds structured details.
@@ -308,6 +316,12 @@ impl IntoResponse for ApiError {
         body.insert("details".into(), self.details);
         body.extend(self.extra);
         let mut res = (self.status, axum::Json(Value::Object(body))).into_response();
+        if let Some(s) = self.retry_after {
+            res.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(s),
+            );
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             res.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

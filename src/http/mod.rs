@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod handlers;
+pub mod rate;
 pub mod wire;
 
 use crate::ledger::Ledgers;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Grid step for datasets created without one.
     pub default_grid_step: crate::accountant::params::GridStep,
+    /// Requests per principal (set by [`router`] from its [`Limits`]).
+    pub limiter: Arc<rate::RateLimiter>,
 }
 
 /// Limits applied to every request.
@@ -39,6 +42,9 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Longest a request may take (408 beyond).
     pub request_timeout: Duration,
+    /// Requests per second per principal on average (429 beyond), and at once.
+    pub rate_per_second: f64,
+    pub rate_burst: f64,
 }
 
 impl Default for Limits {
@@ -46,6 +52,8 @@ impl Default for Limits {
         Limits {
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(60),
+            rate_per_second: 100.0,
+            rate_burst: 200.0,
         }
     }
 }
@@ -70,7 +78,17 @@ impl axum::extract::FromRequestParts<AppState> for Caller {
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or(crate::ledger::LedgerError::Unauthenticated)?;
-        Ok(Caller(s.ledgers.authenticate(secret).await?))
+        let p = s.ledgers.authenticate(secret).await?;
+        s.limiter.check(&p.token_id).map_err(|wait| {
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!("too many requests for this token; retry in {wait} s"),
+            )
+            .with_details(serde_json::json!({"retry_after_seconds": wait}))
+            .with_retry_after(wait)
+        })?;
+        Ok(Caller(p))
     }
 }
 
@@ -213,7 +231,11 @@ async fn json_errors(req: Request, next: Next) -> Response {
 }
 
 /// The application router (what tests drive with `oneshot` and `serve` binds).
-pub fn router(state: AppState, limits: Limits) -> Router {
+pub fn router(mut state: AppState, limits: Limits) -> Router {
+    state.limiter = Arc::new(rate::RateLimiter::new(
+        limits.rate_per_second,
+        limits.rate_burst,
+    ));
     let (api, spec) = api().split_for_parts();
     let spec = Arc::new(spec.to_pretty_json().expect("the spec serialises"));
     let inner = api

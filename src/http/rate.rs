@@ -1,0 +1,62 @@
+//! Per-principal rate limiting: a token bucket per token id (refilled at `rate` per second, up to
+//! `burst`), so one caller cannot starve the others; beyond it, 429 with Retry-After.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Most principals tracked; beyond, buckets idle long enough to be full again are dropped first.
+const MAX_BUCKETS: usize = 100_000;
+
+/// The buckets of every principal.
+#[derive(Debug)]
+pub struct RateLimiter {
+    rate: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+}
+
+impl RateLimiter {
+    /// `rate` requests per second on average, `burst` at once (both > 0).
+    pub fn new(rate: f64, burst: f64) -> Self {
+        RateLimiter {
+            rate,
+            burst: burst.max(1.0),
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes one request from `key`'s bucket, or says how many whole seconds to wait.
+    pub fn check(&self, key: &str) -> Result<(), u64> {
+        let now = Instant::now();
+        let mut b = self.buckets.lock().expect("rate buckets");
+        if b.len() >= MAX_BUCKETS && !b.contains_key(key) {
+            let full_after = self.burst / self.rate;
+            b.retain(|_, (_, t)| now.duration_since(*t).as_secs_f64() < full_after);
+        }
+        let (tokens, last) = b.entry(key.to_owned()).or_insert((self.burst, now));
+        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.rate).min(self.burst);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - *tokens) / self.rate).ceil().max(1.0) as u64)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_is_allowed_then_the_rate_and_callers_are_independent() {
+        let r = RateLimiter::new(1.0, 3.0);
+        for _ in 0..3 {
+            assert_eq!(r.check("a"), Ok(()));
+        }
+        assert_eq!(r.check("a"), Err(1));
+        assert_eq!(r.check("b"), Ok(()));
+    }
+}
