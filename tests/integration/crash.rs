@@ -100,6 +100,8 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_privacy-ledger"))
             .args(["serve", "--listen", "127.0.0.1:0", "--database-url", db])
             .env("RUST_LOG", "warn")
+            // These tests hammer one token on purpose (durability, outages): no rate limit.
+            .env("PRIVACY_LEDGER_RATE_LIMIT_PER_SECOND", "1000000")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
