@@ -74,8 +74,10 @@ impl axum::extract::FromRequestParts<AppState> for Caller {
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
+            // The scheme is case-insensitive (RFC 9110 §11.1).
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, t)| t.trim())
             .filter(|t| !t.is_empty())
             .ok_or(crate::ledger::LedgerError::Unauthenticated)?;
         let p = s.ledgers.authenticate(secret).await?;

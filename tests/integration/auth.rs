@@ -89,6 +89,12 @@ async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
             .await;
         assert_eq!(s, StatusCode::OK);
     }
+    // The scheme is case-insensitive (RFC 9110).
+    let lower = format!("bearer {}", t.secret);
+    let (s, _) = a
+        .call("GET", "/v1/datasets", None, &[("authorization", &lower)])
+        .await;
+    assert_eq!(s, StatusCode::OK);
     // The secret is nowhere in the database file.
     let raw = std::fs::read(dir.join("l.db")).unwrap();
     assert!(!raw
