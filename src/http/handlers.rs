@@ -184,17 +184,8 @@ pub async fn declare_run(
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
     caller.0.may(Action::Spend)?;
-    let key = idempotency_key(&headers)?;
-    let replay = key.is_some();
-    let req = input::RunRequest::from_json(&body, key)?;
-    let before = if replay {
-        s.ledgers.get_dataset(&id).await?.version
-    } else {
-        -1
-    };
-    let run = s.ledgers.declare_run(&id, req).await?;
-    // A replay leaves the ledger's version where it was.
-    let created = !replay || s.ledgers.get_dataset(&id).await?.version != before;
+    let req = input::RunRequest::from_json(&body, idempotency_key(&headers)?)?;
+    let (run, created) = s.ledgers.declare_run(&id, req).await?;
     Ok((created_or_ok(created), Json(run)))
 }
 

@@ -216,14 +216,19 @@ async fn plan(req: &RunRequest, row: &crate::store::DatasetRow) -> Result<RunPla
 }
 
 impl Ledgers {
-    /// Declares a run: records it and what it would cost; charges nothing.
-    pub async fn declare_run(&self, id: &str, req: RunRequest) -> Result<RunView, LedgerError> {
+    /// Declares a run: records it and what it would cost; charges nothing. `false` with the first
+    /// outcome when this is the replay of an earlier request with the same idempotency key.
+    pub async fn declare_run(
+        &self,
+        id: &str,
+        req: RunRequest,
+    ) -> Result<(RunView, bool), LedgerError> {
         let row = self.row(id).await?;
         if let Some(body) = self
             .replay(id, req.idempotency_key.as_deref(), &req.request_hash)
             .await?
         {
-            return serde_json::from_value(body).map_err(internal);
+            return Ok((serde_json::from_value(body).map_err(internal)?, false));
         }
         // The plan depends on the budget (its default δ rule and δ_B), not on what was spent:
         // computed before the lock, and again under it if the budget changed meanwhile.
@@ -236,7 +241,7 @@ impl Ledgers {
                 .replay(id, req.idempotency_key.as_deref(), &req.request_hash)
                 .await?
             {
-                return serde_json::from_value(body).map_err(internal);
+                return Ok((serde_json::from_value(body).map_err(internal)?, false));
             }
             let row = self.row(id).await?;
             let f = filter_of(&row)?;
@@ -267,7 +272,7 @@ impl Ledgers {
             entry.response = Some(serde_json::to_string(&view).map_err(internal)?);
             let update = unchanged(&row, &f, ts);
             if self.append(id, row.version, &entry, &update, None).await? {
-                return Ok(view);
+                return Ok((view, true));
             }
         }
         Err(LedgerError::Busy)

@@ -143,24 +143,23 @@ async fn delta_parts_are_charged_and_capped() {
     assert!((r["delta_spent"].as_f64().unwrap() - 1e-12).abs() < 1e-20);
 }
 
+/// The app over a copy of a ledger fixture written by an earlier release.
+async fn app_over_fixture(name: &str) -> crate::api::TestApp {
+    let dir = temp_dir("migrate");
+    let db = dir.join("ledger.db");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    std::fs::copy(fixture.join(name), &db).unwrap();
+    let store = open_store(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    crate::api::TestApp::over_store(store, Limits::default(), dir).await
+}
+
 /// A ledger written by the release before the filter (tests/fixtures/ledger-v1.sqlite, made by
 /// tests/fixtures/make_ledger_v1.sh) opens, is converted, and gates under the filter.
 #[tokio::test]
 async fn a_version_1_ledger_is_migrated() {
-    let dir = temp_dir("migrate");
-    let db = dir.join("ledger.db");
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/ledger-v1.sqlite"
-        ),
-        &db,
-    )
-    .unwrap();
-    let store = open_store(&format!("sqlite://{}", db.display()))
-        .await
-        .unwrap();
-    let app = crate::api::TestApp::over_store(store, Limits::default(), dir).await;
+    let app = app_over_fixture("ledger-v1.sqlite").await;
     // Gaussian-only: σ = 2 (μ 0.5) and gdp 1.2 → √(0.25 + 1.44) = 1.3, as before.
     let (s, g) = app.get("/v1/datasets/gauss").await;
     assert_eq!(s, StatusCode::OK, "{g}");
@@ -434,20 +433,7 @@ async fn gaussian_only_workloads_admit_exactly_what_they_did_before() {
 /// keeps its filter state, and takes runs, reservations and releases.
 #[tokio::test]
 async fn a_version_2_ledger_is_migrated() {
-    let dir = temp_dir("migrate2");
-    let db = dir.join("ledger.db");
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/ledger-v2.sqlite"
-        ),
-        &db,
-    )
-    .unwrap();
-    let store = open_store(&format!("sqlite://{}", db.display()))
-        .await
-        .unwrap();
-    let app = crate::api::TestApp::over_store(store, Limits::default(), dir).await;
+    let app = app_over_fixture("ledger-v2.sqlite").await;
     // What the previous release stored: 3 units (σ = 2, a 100-step DP-SGD run with δᵢ = 1e-9, a
     // Laplace at δᵢ = 0) after a budget raise to (2.5, 1e-6).
     let (s, d) = app.get("/v1/datasets/train").await;
