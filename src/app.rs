@@ -127,7 +127,11 @@ impl Application {
 
     /// Serves until SIGINT/SIGTERM, then finishes in-flight requests.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        axum::serve(self.listener, self.router)
+        axum::serve(
+            self.listener,
+            self.router
+                .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
             .with_graceful_shutdown(shutdown_signal())
             .await
     }

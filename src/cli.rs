@@ -73,7 +73,7 @@ pub enum TokenAction {
         /// Who or what the token is for.
         #[arg(long)]
         name: String,
-        /// `admin`, `analyst` or `auditor`.
+        /// The global role: `admin`, `analyst`, `auditor`, or `none` (only what grants give).
         #[arg(long, default_value = "analyst")]
         role: String,
         /// Expire the token after this many days.
@@ -104,20 +104,16 @@ pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
             )
         })?;
         let ledgers = crate::ledger::Ledgers::new(store);
+        let operator = crate::ledger::auth::Actor::operator();
         match action {
             TokenAction::Create {
                 name,
                 role,
                 expires_in_days,
             } => {
-                if !crate::ledger::auth::ROLES.contains(&role.as_str()) {
-                    return Err(format!(
-                        "--role must be one of {}",
-                        crate::ledger::auth::ROLES.join(", ")
-                    ));
-                }
                 let t = ledgers
                     .create_token(
+                        &operator,
                         &name,
                         &role,
                         expires_in_days.map(|d| chrono::Duration::days(d.into())),
@@ -137,14 +133,92 @@ pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
                 ))
             }
             TokenAction::List => {
-                let list = ledgers.list_tokens().await.map_err(|e| e.to_string())?;
+                let list = ledgers.list_tokens(&operator).await.map_err(|e| e.to_string())?;
                 serde_json::to_string_pretty(&list).map_err(|e| e.to_string())
             }
             TokenAction::Revoke { id } => {
-                if ledgers.revoke_token(&id).await.map_err(|e| e.to_string())? {
+                if ledgers.revoke_token(&operator, &id).await.map_err(|e| e.to_string())? {
                     Ok(format!("revoked {id}"))
                 } else {
                     Err(format!("no live token with id {id:?}"))
+                }
+            }
+        }
+    })
+}
+
+/// `privacy-ledger audit …`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum AuditAction {
+    /// Recompute every chain of the audit log; exit 1 and name each break if one was edited or
+    /// had records deleted. Prints each chain's head: keep them elsewhere to anchor the log.
+    Verify,
+    /// Print the audit log (or one dataset's records) as JSON lines, oldest first.
+    Export {
+        /// Only this dataset's records.
+        #[arg(long)]
+        dataset_id: Option<String>,
+    },
+}
+
+/// Runs an audit command against the database at `url`, printing to standard output.
+pub fn audit(url: &str, action: AuditAction) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(async {
+        let store = crate::app::open_store(url).await.map_err(|e| {
+            format!(
+                "cannot open {}: {}",
+                crate::app::redact(url),
+                crate::app::redact(&e.to_string())
+            )
+        })?;
+        let ledgers = crate::ledger::Ledgers::new(store);
+        match action {
+            AuditAction::Verify => {
+                let v = ledgers.verify_audit().await.map_err(|e| e.to_string())?;
+                for (chain, seq, hash) in &v.heads {
+                    println!("head {chain:?} {seq} {hash}");
+                }
+                if v.problems.is_empty() {
+                    println!(
+                        "audit log intact: {} records in {} chains",
+                        v.records, v.chains
+                    );
+                    Ok(())
+                } else {
+                    for p in &v.problems {
+                        println!("BROKEN: {p}");
+                    }
+                    Err(format!(
+                        "the audit log was tampered with: {} problems",
+                        v.problems.len()
+                    ))
+                }
+            }
+            AuditAction::Export { dataset_id } => {
+                let operator = crate::ledger::auth::Actor::operator();
+                let mut after = 0;
+                loop {
+                    let q = crate::store::AuditQuery {
+                        dataset_id: dataset_id.clone(),
+                        after,
+                        limit: 1000,
+                        ..Default::default()
+                    };
+                    let (items, next) = ledgers
+                        .list_audit(&operator, q)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    for r in &items {
+                        println!("{}", serde_json::to_string(r).map_err(|e| e.to_string())?);
+                    }
+                    match next {
+                        Some(n) => after = n,
+                        None => return Ok(()),
+                    }
                 }
             }
         }

@@ -46,6 +46,19 @@ enum Command {
         #[command(subcommand)]
         action: privacy_ledger::cli::TokenAction,
     },
+    /// Verify or export the audit log (operators; talks to the database directly).
+    Audit {
+        /// Database URL, as for `serve`.
+        #[arg(
+            long,
+            env = "DATABASE_URL",
+            default_value = "sqlite://privacy-ledger.db",
+            global = true
+        )]
+        database_url: String,
+        #[command(subcommand)]
+        action: privacy_ledger::cli::AuditAction,
+    },
 }
 
 /// mimalloc keeps freed memory for reuse, where glibc's malloc maps and unmaps every large PMF and
@@ -69,6 +82,16 @@ fn main() -> ExitCode {
                 println!("{out}");
                 ExitCode::SUCCESS
             }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Audit {
+            database_url,
+            action,
+        } => match privacy_ledger::cli::audit(&database_url, action) {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");
                 ExitCode::FAILURE

@@ -41,6 +41,9 @@ pub struct BudgetExceededBody {
     pub remaining_delta: f64,
     /// The unit's certificate (μᵢ, δᵢ) the gate tried.
     pub unit: crate::ledger::CertificateView,
+    /// The quota that refused the unit (a principal, or `*` for the unallocated share); absent
+    /// when the dataset's budget refused it.
+    pub quota: Option<String>,
     #[schema(value_type = Object)]
     pub details: Value,
 }
@@ -174,6 +177,7 @@ impl From<LedgerError> for ApiError {
                         "remaining_mu",
                         "remaining_delta",
                         "unit",
+                        "quota",
                     ] {
                         if let Some(v) = m.get(k) {
                             err.extra.insert(k.to_owned(), v.clone());
@@ -216,6 +220,11 @@ impl From<LedgerError> for ApiError {
                     ),
                 )
                 .with_details(json!({"id": id, "reason": m}))
+            }
+            LedgerError::Invalid(field, reason) => ApiError::invalid_param(&field, reason),
+            LedgerError::QuotaConflict(m) => {
+                ApiError::new(StatusCode::CONFLICT, "quota_conflict", m.clone())
+                    .with_details(json!({"reason": m}))
             }
             LedgerError::ChargeNotFound(c) => ApiError::new(
                 StatusCode::NOT_FOUND,

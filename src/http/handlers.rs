@@ -74,9 +74,8 @@ pub async fn create_dataset(
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
-    caller.0.may(Action::Administer)?;
     let d = NewDataset::from_json(&body, s.default_grid_step)?;
-    let (v, created) = s.ledgers.create_dataset(d).await?;
+    let (v, created) = s.ledgers.create_dataset(&caller.0, d).await?;
     Ok((created_or_ok(created), Json(v)))
 }
 
@@ -92,12 +91,11 @@ pub async fn list_datasets(
     State(s): State<AppState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<DatasetPage>> {
-    caller.0.may(Action::Read)?;
     unknown_params(&q, &["limit", "cursor"])?;
     let limit = page_limit(&q)?;
     let (items, next) = s
         .ledgers
-        .list_datasets(q.get("cursor").map(String::as_str), limit)
+        .list_datasets(&caller.0, q.get("cursor").map(String::as_str), limit)
         .await?;
     Ok(Json(DatasetPage {
         items,
@@ -116,8 +114,7 @@ pub async fn get_dataset(
     State(s): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<DatasetView>> {
-    caller.0.may(Action::Read)?;
-    Ok(Json(s.ledgers.get_dataset(&id).await?))
+    Ok(Json(s.ledgers.get_dataset(&caller.0, &id).await?))
 }
 
 /// Change a dataset's budget (recorded in the ledger). With an `Idempotency-Key` a retry returns
@@ -137,9 +134,8 @@ pub async fn update_dataset(
     headers: HeaderMap,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Value>> {
-    caller.0.may(Action::Administer)?;
     let patch = input::budget_patch(&body, idempotency_key(&headers)?)?;
-    Ok(Json(s.ledgers.update_budget(&id, patch).await?))
+    Ok(Json(s.ledgers.update_budget(&caller.0, &id, patch).await?))
 }
 
 fn created_or_ok(created: bool) -> StatusCode {
@@ -183,9 +179,8 @@ pub async fn declare_run(
     headers: HeaderMap,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
-    caller.0.may(Action::Spend)?;
     let req = input::RunRequest::from_json(&body, idempotency_key(&headers)?)?;
-    let (run, created) = s.ledgers.declare_run(&id, req).await?;
+    let (run, created) = s.ledgers.declare_run(&caller.0, &id, req).await?;
     Ok((created_or_ok(created), Json(run)))
 }
 
@@ -201,8 +196,7 @@ pub async fn get_run(
     State(s): State<AppState>,
     Path((id, run_id)): Path<(String, String)>,
 ) -> ApiResult<Json<crate::ledger::RunView>> {
-    caller.0.may(Action::Read)?;
-    Ok(Json(s.ledgers.get_run(&id, &run_id).await?))
+    Ok(Json(s.ledgers.get_run(&caller.0, &id, &run_id).await?))
 }
 
 /// Admit (or reserve) the run's next chunk: a unit gated like a charge. 409 `budget_exceeded`
@@ -225,10 +219,9 @@ pub async fn run_chunk(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<impl IntoResponse> {
-    caller.0.may(Action::Spend)?;
     let body = optional_body(&body)?;
     let req = input::ChunkRequest::from_json(&body, &run_id, idempotency_key(&headers)?)?;
-    let out = s.ledgers.run_chunk(&id, &run_id, req).await?;
+    let out = s.ledgers.run_chunk(&caller.0, &id, &run_id, req).await?;
     Ok((created_or_ok(out.created), Json(out.body)))
 }
 
@@ -248,11 +241,10 @@ pub async fn commit_charge(
     Path((id, charge_id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> ApiResult<Json<Value>> {
-    caller.0.may(Action::Spend)?;
     let body = Value::Object(Default::default());
     let req =
         input::SettleRequest::from_json(&body, &charge_id, false, idempotency_key(&headers)?)?;
-    Ok(Json(s.ledgers.commit(&id, &charge_id, req).await?))
+    Ok(Json(s.ledgers.commit(&caller.0, &id, &charge_id, req).await?))
 }
 
 /// Release a reserved unit none of whose outputs was released: the filter refunds its (μᵢ, δᵢ).
@@ -275,9 +267,8 @@ pub async fn release_charge(
     headers: HeaderMap,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Value>> {
-    caller.0.may(Action::Spend)?;
     let req = input::SettleRequest::from_json(&body, &charge_id, true, idempotency_key(&headers)?)?;
-    Ok(Json(s.ledgers.release(&id, &charge_id, req).await?))
+    Ok(Json(s.ledgers.release(&caller.0, &id, &charge_id, req).await?))
 }
 
 /// Charge a mechanism to a dataset: 201 when admitted, 409 `budget_exceeded` when not (nothing
@@ -300,9 +291,8 @@ pub async fn create_charge(
     headers: HeaderMap,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
-    caller.0.may(Action::Spend)?;
     let req = ChargeRequest::from_json(&body, idempotency_key(&headers)?)?;
-    let out = s.ledgers.charge(&id, req).await?;
+    let out = s.ledgers.charge(&caller.0, &id, req).await?;
     Ok((created_or_ok(out.created), Json(out.body)))
 }
 
@@ -321,7 +311,6 @@ pub async fn list_charges(
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<EntryPage>> {
-    caller.0.may(Action::Read)?;
     unknown_params(&q, &["limit", "after"])?;
     let limit = page_limit(&q)?;
     let after =
@@ -331,7 +320,7 @@ pub async fn list_charges(
                 ApiError::invalid_param("query.after", "must be a whole number ≥ 0")
             })?,
         };
-    let (items, next) = s.ledgers.list_entries(&id, after, limit).await?;
+    let (items, next) = s.ledgers.list_entries(&caller.0, &id, after, limit).await?;
     Ok(Json(EntryPage {
         items,
         next_cursor: next,
@@ -352,9 +341,8 @@ pub async fn preview_charge(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Preview>> {
-    caller.0.may(Action::Spend)?;
     let req = ChargeRequest::from_json(&body, None)?;
-    Ok(Json(s.ledgers.preview(&id, req).await?))
+    Ok(Json(s.ledgers.preview(&caller.0, &id, req).await?))
 }
 
 /// The privacy report of a dataset: μ with bracket and regret, ε(δ), δ(ε), advantage, the
@@ -374,10 +362,9 @@ pub async fn get_report(
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<DatasetReport>> {
-    caller.0.may(Action::Read)?;
     unknown_params(&q, &["deltas", "epsilons", "alphas"])?;
     let opts = input::report_query(&q)?;
-    Ok(Json(s.ledgers.report(&id, opts).await?))
+    Ok(Json(s.ledgers.report(&caller.0, &id, opts).await?))
 }
 
 /// The dataset's symmetrised trade-off curve f(α) and G_μ(α) at the same α: `points=N` spread over
@@ -396,10 +383,9 @@ pub async fn get_tradeoff(
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<TradeoffView>> {
-    caller.0.may(Action::Read)?;
     unknown_params(&q, &["points", "alpha"])?;
     let alphas = input::tradeoff_query(&q)?;
-    Ok(Json(s.ledgers.tradeoff(&id, alphas).await?))
+    Ok(Json(s.ledgers.tradeoff(&caller.0, &id, alphas).await?))
 }
 
 /// The report for a list of events, stateless (nothing is stored).
@@ -408,11 +394,10 @@ pub async fn get_tradeoff(
     responses((status = 200, description = "The report", body = ReportWire),
               (status = "4XX", description = "Invalid request", body = ErrorBody)))]
 pub async fn compose(
-    caller: Caller,
+    _caller: Caller,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
-    caller.0.may(Action::Read)?;
     let req = input::compose_request(&body)?;
     Ok(Json(s.ledgers.compose(req).await?))
 }
@@ -432,9 +417,8 @@ pub async fn calibrate_dataset(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Calibrated>> {
-    caller.0.may(Action::Spend)?;
     let req = input::CalibrateRequest::from_json(&body, false)?;
-    Ok(Json(s.ledgers.calibrate(&id, req).await?))
+    Ok(Json(s.ledgers.calibrate(&caller.0, &id, req).await?))
 }
 
 /// Calibrate one free parameter of an event against a μ target (stateless).
@@ -443,11 +427,10 @@ pub async fn calibrate_dataset(
     responses((status = 200, description = "The calibrated value", body = Calibrated),
               (status = "4XX", description = "Invalid request or unreachable target", body = ErrorBody)))]
 pub async fn calibrate(
-    caller: Caller,
+    _caller: Caller,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Calibrated>> {
-    caller.0.may(Action::Read)?;
     let req = input::CalibrateRequest::from_json(&body, true)?;
     Ok(Json(s.ledgers.calibrate_stateless(req).await?))
 }
@@ -470,7 +453,8 @@ pub async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Value>> {
 
 /// Prometheus metrics.
 pub async fn metrics(caller: Caller, State(s): State<AppState>) -> ApiResult<impl IntoResponse> {
-    caller.0.may(Action::Read)?;
+    // Metrics are labelled by dataset: global readers only.
+    caller.0.principal.may(Action::Read)?;
     Ok((
         [(
             axum::http::header::CONTENT_TYPE,
@@ -478,4 +462,288 @@ pub async fn metrics(caller: Caller, State(s): State<AppState>) -> ApiResult<imp
         )],
         s.metrics.render(),
     ))
+}
+
+/// A dataset's grants (its admins and auditors).
+#[utoipa::path(get, path = "/v1/datasets/{id}/grants", tag = "access",
+    params(("id" = String, Path, description = "Dataset id")),
+    responses((status = 200, description = "The grants, by principal", body = Vec<crate::ledger::auth::GrantView>),
+              (status = 403, description = "The caller may see the dataset but not its grants", body = ErrorBody),
+              (status = 404, description = "No such dataset (or the caller may not know of it)", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn list_grants(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<crate::ledger::auth::GrantView>>> {
+    Ok(Json(s.ledgers.list_grants(&caller.0, &id).await?))
+}
+
+/// Give a principal a role on the dataset (replacing its grant, if any); the dataset's admins.
+#[utoipa::path(put, path = "/v1/datasets/{id}/grants/{principal}", tag = "access",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("principal" = String, Path, description = "The principal's name")),
+    request_body = GrantRequestWire,
+    responses((status = 200, description = "The dataset's grants now", body = Vec<crate::ledger::auth::GrantView>),
+              (status = 403, description = "The caller is not an admin of the dataset", body = ErrorBody),
+              (status = 404, description = "No such dataset (or the caller may not know of it)", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn put_grant(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path((id, principal)): Path<(String, String)>,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<Json<Vec<crate::ledger::auth::GrantView>>> {
+    let role = input::grant_request(&body)?;
+    s.ledgers
+        .set_grant(&caller.0, &id, &principal, Some(&role))
+        .await?;
+    Ok(Json(s.ledgers.list_grants(&caller.0, &id).await?))
+}
+
+/// Withdraw a principal's grant on the dataset; the dataset's admins.
+#[utoipa::path(delete, path = "/v1/datasets/{id}/grants/{principal}", tag = "access",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("principal" = String, Path, description = "The principal's name")),
+    responses((status = 204, description = "Withdrawn"),
+              (status = 403, description = "The caller is not an admin of the dataset", body = ErrorBody),
+              (status = 404, description = "No such dataset or grant", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn delete_grant(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path((id, principal)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    if s.ledgers.set_grant(&caller.0, &id, &principal, None).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "grant_not_found",
+            format!("{principal:?} holds no grant on dataset {id:?}"),
+        ))
+    }
+}
+
+/// The dataset's quotas and the unallocated share `*`: all of them for its admins and auditors,
+/// one's own for an analyst.
+#[utoipa::path(get, path = "/v1/datasets/{id}/quotas", tag = "access",
+    params(("id" = String, Path, description = "Dataset id")),
+    responses((status = 200, description = "The quotas", body = Vec<crate::ledger::quotas::QuotaView>),
+              (status = 404, description = "No such dataset (or the caller may not know of it)", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn list_quotas(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<crate::ledger::quotas::QuotaView>>> {
+    Ok(Json(s.ledgers.list_quotas(&caller.0, &id).await?))
+}
+
+/// Set a principal's quota: its share (μ_q, δ_q) of the dataset's budget. The quotas' μ_q² and
+/// δ_q, with what the unallocated share spent, must fit the budget (409 `quota_conflict`), and a
+/// quota is never set below what its holder spent. Recorded in the ledger.
+#[utoipa::path(put, path = "/v1/datasets/{id}/quotas/{principal}", tag = "access",
+    params(("id" = String, Path, description = "Dataset id"),
+           ("principal" = String, Path, description = "The principal's name"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+    request_body = QuotaRequestWire,
+    responses((status = 200, description = "The quota", body = crate::ledger::quotas::QuotaView),
+              (status = 409, description = "The quotas would not fit the budget (`quota_conflict`)", body = ErrorBody),
+              (status = 403, description = "The caller is not an admin of the dataset", body = ErrorBody),
+              (status = 404, description = "No such dataset (or the caller may not know of it)", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn put_quota(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path((id, principal)): Path<(String, String)>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<Json<crate::ledger::quotas::QuotaView>> {
+    let req = input::quota_request(&body, idempotency_key(&headers)?)?;
+    Ok(Json(
+        s.ledgers.set_quota(&caller.0, &id, &principal, req).await?,
+    ))
+}
+
+/// Largest page of the audit log as JSON lines.
+const MAX_AUDIT_EXPORT: i64 = 10_000;
+
+/// An RFC 3339 time as stored (UTC, milliseconds), so times compare as strings.
+fn audit_time(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<String>> {
+    q.get(name)
+        .map(|t| {
+            chrono::DateTime::parse_from_rfc3339(t)
+                .map(|t| {
+                    t.with_timezone(&chrono::Utc)
+                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                })
+                .map_err(|_| {
+                    ApiError::invalid_param(
+                        &format!("query.{name}"),
+                        "must be an RFC 3339 time, e.g. 2026-11-23T10:00:00Z",
+                    )
+                })
+        })
+        .transpose()
+}
+
+/// The audit log, oldest first, filtered by dataset, principal and time (paginated: `limit`,
+/// `after`); `format=jsonl` answers in JSON lines (up to 10,000 records, the next cursor in the
+/// `X-Next-Cursor` header). Global admins and auditors read all of it; a dataset's admins and
+/// auditors read its records (`dataset_id` required).
+#[utoipa::path(get, path = "/v1/audit", tag = "access",
+    params(("dataset_id" = Option<String>, Query, description = "Only this dataset's records"),
+           ("principal" = Option<String>, Query, description = "Only this principal's records"),
+           ("since" = Option<String>, Query, description = "Records at or after this RFC 3339 time"),
+           ("until" = Option<String>, Query, description = "Records before this RFC 3339 time"),
+           ("after" = Option<i64>, Query, description = "Records with id > after (the previous page's next_cursor)"),
+           ("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100; up to 10000 with format=jsonl)"),
+           ("format" = Option<String>, Query, description = "`json` (default) or `jsonl`")),
+    responses((status = 200, description = "A page of the audit log (with format=jsonl: one AuditRecord per line, as application/x-ndjson)", body = AuditPage),
+              (status = 403, description = "The caller may not read this part of the log", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn list_audit(
+    caller: Caller,
+    State(s): State<AppState>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<axum::response::Response> {
+    unknown_params(
+        &q,
+        &["dataset_id", "principal", "since", "until", "after", "limit", "format"],
+    )?;
+    let jsonl = match q.get("format").map(String::as_str) {
+        None | Some("json") => false,
+        Some("jsonl") => true,
+        Some(_) => {
+            return Err(ApiError::invalid_param(
+                "query.format",
+                "must be json or jsonl",
+            ))
+        }
+    };
+    let limit = match (jsonl, q.get("limit")) {
+        (true, Some(l)) => l
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=MAX_AUDIT_EXPORT).contains(n))
+            .ok_or_else(|| {
+                ApiError::invalid_param(
+                    "query.limit",
+                    format!("must be a whole number in [1, {MAX_AUDIT_EXPORT}]"),
+                )
+            })?,
+        (true, None) => MAX_AUDIT_EXPORT,
+        (false, _) => page_limit(&q)?,
+    };
+    let after = match q.get("after") {
+        None => 0,
+        Some(a) => a
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| ApiError::invalid_param("query.after", "must be a whole number ≥ 0"))?,
+    };
+    let query = crate::store::AuditQuery {
+        dataset_id: q.get("dataset_id").cloned(),
+        principal: q.get("principal").cloned(),
+        since: audit_time(&q, "since")?,
+        until: audit_time(&q, "until")?,
+        after,
+        limit,
+    };
+    let (items, next) = s.ledgers.list_audit(&caller.0, query).await?;
+    if jsonl {
+        let mut body = String::new();
+        for r in &items {
+            body.push_str(&serde_json::to_string(r).map_err(|e| {
+                ApiError::from(crate::ledger::LedgerError::Internal(e.to_string()))
+            })?);
+            body.push('\n');
+        }
+        let mut res = (
+            [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
+            body,
+        )
+            .into_response();
+        if let Some(n) = next {
+            res.headers_mut()
+                .insert("x-next-cursor", axum::http::HeaderValue::from(n));
+        }
+        return Ok(res);
+    }
+    Ok(Json(AuditPage {
+        items,
+        next_cursor: next,
+    })
+    .into_response())
+}
+
+/// Every token (never its secret); global admins.
+#[utoipa::path(get, path = "/v1/tokens", tag = "access",
+    responses((status = 200, description = "The tokens", body = Vec<crate::ledger::auth::TokenView>),
+              (status = 403, description = "Not a global admin", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn list_tokens(
+    caller: Caller,
+    State(s): State<AppState>,
+) -> ApiResult<Json<Vec<crate::ledger::auth::TokenView>>> {
+    Ok(Json(s.ledgers.list_tokens(&caller.0).await?))
+}
+
+/// Make a token; its secret is in this response only. Global admins.
+#[utoipa::path(post, path = "/v1/tokens", tag = "access",
+    request_body = TokenRequestWire,
+    responses((status = 201, description = "Made", body = TokenCreated),
+              (status = 403, description = "Not a global admin", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn create_token(
+    caller: Caller,
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<(StatusCode, Json<TokenCreated>)> {
+    let (name, role, days) = input::token_request(&body)?;
+    let t = s
+        .ledgers
+        .create_token(
+            &caller.0,
+            &name,
+            &role,
+            days.map(|d| chrono::Duration::days(d as i64)),
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(TokenCreated {
+            token: t.token,
+            secret: t.secret,
+        }),
+    ))
+}
+
+/// Revoke a token, at once on every replica. Global admins.
+#[utoipa::path(delete, path = "/v1/tokens/{token_id}", tag = "access",
+    params(("token_id" = String, Path, description = "The token's id")),
+    responses((status = 204, description = "Revoked"),
+              (status = 403, description = "Not a global admin", body = ErrorBody),
+              (status = 404, description = "No live token with this id", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn revoke_token(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path(token_id): Path<String>,
+) -> ApiResult<StatusCode> {
+    if s.ledgers.revoke_token(&caller.0, &token_id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "token_not_found",
+            format!("no live token with id {token_id:?}"),
+        ))
+    }
 }

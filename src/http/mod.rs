@@ -58,10 +58,11 @@ impl Default for Limits {
     }
 }
 
-/// The authenticated caller of a request: every handler that reads or changes a dataset takes
-/// one, so a request without a valid `Authorization: Bearer` token is refused (401) before the
-/// handler runs. (Which role may do what is not enforced yet.)
-pub struct Caller(pub crate::ledger::auth::Principal);
+/// The authenticated caller of a request, with its request id and address (for the audit log):
+/// every handler except health, readiness and the spec takes one, so a request without a valid
+/// `Authorization: Bearer` token is refused (401) before the handler runs. What the caller may do
+/// is decided by the ledger ([`crate::ledger::Ledgers::authorize`]).
+pub struct Caller(pub crate::ledger::auth::Actor);
 
 impl axum::extract::FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
@@ -90,7 +91,20 @@ impl axum::extract::FromRequestParts<AppState> for Caller {
             .with_details(serde_json::json!({"retry_after_seconds": wait}))
             .with_retry_after(wait)
         })?;
-        Ok(Caller(p))
+        let request_id = parts
+            .headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let client = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.to_string());
+        Ok(Caller(crate::ledger::auth::Actor {
+            principal: p,
+            request_id,
+            client,
+        }))
     }
 }
 
@@ -137,6 +151,7 @@ pub struct ApiJson<T>(pub T);
         (name = "charges", description = "The budget gate: charge, preview, ledger"),
         (name = "reports", description = "What was spent, in the research's terms"),
         (name = "accountant", description = "Stateless accounting"),
+        (name = "access", description = "Tokens, grants, quotas and the audit log"),
         (name = "operations", description = "Health and readiness")
     )
 )]
@@ -159,6 +174,13 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::compose))
         .routes(routes!(handlers::calibrate))
         .routes(routes!(handlers::calibrate_dataset))
+        .routes(routes!(handlers::list_grants))
+        .routes(routes!(handlers::put_grant, handlers::delete_grant))
+        .routes(routes!(handlers::list_quotas))
+        .routes(routes!(handlers::put_quota))
+        .routes(routes!(handlers::list_audit))
+        .routes(routes!(handlers::list_tokens, handlers::create_token))
+        .routes(routes!(handlers::revoke_token))
         .routes(routes!(handlers::healthz))
         .routes(routes!(handlers::readyz))
 }

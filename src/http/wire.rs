@@ -191,3 +191,55 @@ pub struct CalibrateRequestWire {
     pub delta_slack: Option<f64>,
     pub grid_step: Option<f64>,
 }
+
+/// `PUT /v1/datasets/{id}/quotas/{principal}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaRequestWire {
+    /// μ_q: the principal's share of the dataset's μ budget (the quotas' squares add up to at
+    /// most μ_B²).
+    #[schema(minimum = 0.0, maximum = 1000.0)]
+    pub mu: f64,
+    /// δ_q: its share of δ_B (the quotas' δ add up to at most δ_B).
+    #[schema(minimum = 0.0, exclusive_maximum = 1.0)]
+    pub delta: f64,
+}
+
+/// `PUT /v1/datasets/{id}/grants/{principal}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrantRequestWire {
+    /// `admin`, `analyst` or `auditor` on this dataset.
+    #[schema(pattern = "^(admin|analyst|auditor)$")]
+    pub role: String,
+}
+
+/// `POST /v1/tokens`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRequestWire {
+    /// The principal the token is for (grants and quotas refer to it).
+    #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]*[A-Za-z0-9._@:+-])?$")]
+    pub name: String,
+    /// The global role: `admin`, `analyst`, `auditor`, or `none` (grants only).
+    #[schema(pattern = "^(admin|analyst|auditor|none)$")]
+    pub role: String,
+    #[schema(minimum = 1, maximum = 3650)]
+    pub expires_in_days: Option<u64>,
+}
+
+/// A token just made: shown with its secret this once.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TokenCreated {
+    pub token: crate::ledger::auth::TokenView,
+    /// The bearer secret (`pl_` and 64 hex digits): shown once, stored only as a hash.
+    pub secret: String,
+}
+
+/// A page of the audit log.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AuditPage {
+    pub items: Vec<crate::ledger::audit::AuditView>,
+    /// The `after` of the next page (absent on the last page).
+    pub next_cursor: Option<i64>,
+}

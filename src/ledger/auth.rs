@@ -6,26 +6,95 @@
 //! looks its token up in the store, so a revocation takes effect at once on every replica. The
 //! first start on an empty store makes an `admin` token and prints it once.
 //!
-//! Roles, globally for now (per-dataset grants are not built yet), in [`Principal::may`], the one
-//! place the rule is written: `admin` may do everything; `analyst` may spend (charge, preview,
-//! runs, chunks, commit, release, calibrate against a dataset) and read; `auditor` may only read.
-//! Creating datasets and changing budgets is admin-only.
+//! # Principals, roles and grants
+//! A principal is a name (a token's `name`; several tokens may carry one, e.g. while rotating).
+//! Roles, in [`role_allows`], the one place the rule is written: `admin` may do everything;
+//! `analyst` may spend (charge, preview, runs, chunks, commit, release, calibrate against a
+//! dataset) and read; `auditor` may read, including the audit log, and change nothing. A token's
+//! role holds on every dataset (a global role; `none` for none), and a grant gives a principal a
+//! role on one dataset ([`Ledgers::authorize`]). Creating datasets and managing tokens take the
+//! global `admin` role; budgets, quotas and grants of a dataset take `admin` on it.
+//!
+//! # What a principal is told about datasets it may not use
+//! A principal with no global role and no grant on a dataset gets 404 for it, exactly as for a
+//! dataset that does not exist, and does not see it listed: it learns nothing of its existence.
+//! A principal that may see the dataset (a global role, or a grant) but not do what it asked
+//! gets 403.
 
-use super::{now, LedgerError, Ledgers};
+use super::{audit, now, LedgerError, Ledgers};
 use crate::store::TokenRow;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
-/// The roles a token can hold.
+/// The roles a grant can give.
 pub const ROLES: &[&str] = &["admin", "analyst", "auditor"];
+
+/// The global roles a token can hold: a role, or `none` (the token's grants only).
+pub const GLOBAL_ROLES: &[&str] = &["admin", "analyst", "auditor", "none"];
 
 /// The caller a request was authenticated as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
+    /// The credential used (a token's id).
     pub token_id: String,
+    /// The principal's name: what grants, quotas and the audit log refer to.
     pub name: String,
+    /// The global role (`none`: grants only).
     pub role: String,
+}
+
+/// Who changes state, for the audit log: the principal, and where the request came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    pub principal: Principal,
+    pub request_id: Option<String>,
+    /// The client's address as the service saw it.
+    pub client: Option<String>,
+}
+
+impl Actor {
+    /// An operator at the command line (`privacy-ledger token …`), acting as a global admin.
+    pub fn operator() -> Self {
+        Actor {
+            principal: Principal {
+                token_id: "cli".into(),
+                name: "operator (command line)".into(),
+                role: "admin".into(),
+            },
+            request_id: None,
+            client: Some("command line".into()),
+        }
+    }
+}
+
+/// Whether `role` allows `action`: the one place the rule is written.
+pub fn role_allows(role: &str, action: Action) -> bool {
+    match role {
+        "admin" => true,
+        "analyst" => matches!(action, Action::Read | Action::Spend),
+        "auditor" => matches!(action, Action::Read | Action::Audit),
+        _ => false,
+    }
+}
+
+/// Checks a principal's name (of a token, a grant or a quota): 1-128 characters from letters,
+/// digits, space and `._@:+-`, not starting or ending with a space (`*` is the unallocated share).
+pub fn principal_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 128
+        && !s.starts_with(' ')
+        && !s.ends_with(' ')
+        && s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || " ._@:+-".contains(c));
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err("must be 1-128 characters from letters, digits, space and ._@:+- (no leading or \
+             trailing space)"
+            .into())
+    }
 }
 
 /// What a request does, for [`Principal::may`].
@@ -35,8 +104,10 @@ pub enum Action {
     Read,
     /// Spend a dataset's budget (or ask what spending would do).
     Spend,
-    /// Create datasets, change budgets.
+    /// Create datasets, change budgets, quotas and grants; manage tokens (globally).
     Administer,
+    /// Read the audit log.
+    Audit,
 }
 
 impl Action {
@@ -44,30 +115,41 @@ impl Action {
         match self {
             Action::Read => "read",
             Action::Spend => "spend a budget",
-            Action::Administer => "create datasets or change budgets",
+            Action::Administer => "administer (datasets, budgets, quotas, grants, tokens)",
+            Action::Audit => "read the audit log",
         }
     }
 }
 
 impl Principal {
-    /// Whether this principal's role allows `action` ([`LedgerError::Forbidden`] if not).
+    /// Whether this principal's global role allows `action` everywhere ([`LedgerError::Forbidden`]
+    /// if not). For a dataset, [`Ledgers::authorize`] also looks at grants.
     pub fn may(&self, action: Action) -> Result<(), LedgerError> {
-        let allowed = match self.role.as_str() {
-            "admin" => true,
-            "analyst" => action != Action::Administer,
-            "auditor" => action == Action::Read,
-            _ => false,
-        };
-        if allowed {
+        if role_allows(&self.role, action) {
             Ok(())
         } else {
             Err(LedgerError::Forbidden(format!(
-                "the {} role may not {}",
+                "the global {} role may not {}",
                 self.role,
                 action.describe()
             )))
         }
     }
+
+    /// Whether the principal sees every dataset (a global role that may read).
+    pub fn sees_all(&self) -> bool {
+        role_allows(&self.role, Action::Read)
+    }
+}
+
+/// A grant as shown.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = Grant)]
+pub struct GrantView {
+    pub principal: String,
+    /// `admin`, `analyst` or `auditor` on this dataset.
+    pub role: String,
+    pub created_at: String,
 }
 
 /// A token as shown (never its secret, except once in [`NewToken`]).
@@ -106,9 +188,13 @@ fn view(t: &TokenRow) -> TokenView {
 
 /// A fresh secret and its row.
 fn fresh(name: &str, role: &str, expires_at: Option<String>) -> Result<NewToken, LedgerError> {
-    if !ROLES.contains(&role) {
-        return Err(LedgerError::Internal(format!("unknown role {role:?}")));
+    if !GLOBAL_ROLES.contains(&role) {
+        return Err(LedgerError::Invalid(
+            "role".into(),
+            format!("must be one of {}", GLOBAL_ROLES.join(", ")),
+        ));
     }
+    principal_name(name).map_err(|r| LedgerError::Invalid("name".into(), r))?;
     let secret = format!(
         "pl_{}{}",
         uuid::Uuid::new_v4().simple(),
@@ -159,17 +245,22 @@ impl Ledgers {
         })
     }
 
-    /// Makes a token (`expires_in`: from now).
+    /// Makes a token (`expires_in`: from now); global admins only.
     pub async fn create_token(
         &self,
+        actor: &Actor,
         name: &str,
         role: &str,
         expires_in: Option<chrono::Duration>,
     ) -> Result<NewToken, LedgerError> {
+        actor.principal.may(Action::Administer)?;
         let expires_at = expires_in
             .map(|d| (chrono::Utc::now() + d).to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
         let t = fresh(name, role, expires_at)?;
-        self.store.create_token(&row(&t), false).await?;
+        let audit = audit::draft(actor, "token.created", None, Some(&t.token.id))
+            .after(&t.token)
+            .done();
+        self.store.create_token(&row(&t), false, &audit).await?;
         Ok(t)
     }
 
@@ -177,16 +268,116 @@ impl Ledgers {
     /// together); `None` when a token exists already.
     pub async fn bootstrap_admin(&self) -> Result<Option<NewToken>, LedgerError> {
         let t = fresh("bootstrap admin", "admin", None)?;
-        Ok(self.store.create_token(&row(&t), true).await?.then_some(t))
+        let mut system = Actor::operator();
+        system.principal.name = "system (first start)".into();
+        system.client = None;
+        let audit = audit::draft(&system, "token.created", None, Some(&t.token.id))
+            .after(&t.token)
+            .done();
+        Ok(self
+            .store
+            .create_token(&row(&t), true, &audit)
+            .await?
+            .then_some(t))
     }
 
-    /// Every token (without secrets).
-    pub async fn list_tokens(&self) -> Result<Vec<TokenView>, LedgerError> {
+    /// Every token (without secrets); global admins only.
+    pub async fn list_tokens(&self, actor: &Actor) -> Result<Vec<TokenView>, LedgerError> {
+        actor.principal.may(Action::Administer)?;
         Ok(self.store.list_tokens().await?.iter().map(view).collect())
     }
 
-    /// Revokes a token; whether a live token was revoked.
-    pub async fn revoke_token(&self, id: &str) -> Result<bool, LedgerError> {
-        Ok(self.store.revoke_token(id, &now()).await?)
+    /// Revokes a token; whether a live token was revoked. Global admins only.
+    pub async fn revoke_token(&self, actor: &Actor, id: &str) -> Result<bool, LedgerError> {
+        actor.principal.may(Action::Administer)?;
+        let before = self
+            .store
+            .list_tokens()
+            .await?
+            .into_iter()
+            .find(|t| t.id == id)
+            .map(|t| view(&t));
+        let at = now();
+        let after = before.clone().map(|mut t| {
+            t.revoked_at = Some(at.clone());
+            t
+        });
+        let audit = audit::draft(actor, "token.revoked", None, Some(id))
+            .before(&before)
+            .after(&after)
+            .done();
+        Ok(self.store.revoke_token(id, &at, &audit).await?)
+    }
+
+    /// Whether `actor` may do `action` on dataset `id`: its global role, else its grant on the
+    /// dataset. Without either it may not know the dataset exists: [`LedgerError::NotFound`], as
+    /// for a dataset that does not exist. With either, but not allowing `action`: Forbidden.
+    pub async fn authorize(&self, actor: &Actor, id: &str, action: Action) -> Result<(), LedgerError> {
+        let p = &actor.principal;
+        if role_allows(&p.role, action) {
+            return Ok(());
+        }
+        match self.store.grant(id, &p.name).await? {
+            Some(role) if role_allows(&role, action) => Ok(()),
+            Some(role) => Err(LedgerError::Forbidden(format!(
+                "the {role} role on dataset {id:?} may not {}",
+                action.describe()
+            ))),
+            None if p.sees_all() => Err(LedgerError::Forbidden(format!(
+                "the global {} role may not {}, and there is no grant on dataset {id:?}",
+                p.role,
+                action.describe()
+            ))),
+            None => Err(LedgerError::NotFound(id.to_owned())),
+        }
+    }
+
+    /// Gives `principal` `role` on dataset `id`, or withdraws its grant (`role = None`); admins of
+    /// the dataset only. Whether anything changed.
+    pub async fn set_grant(
+        &self,
+        actor: &Actor,
+        id: &str,
+        principal: &str,
+        role: Option<&str>,
+    ) -> Result<bool, LedgerError> {
+        self.authorize(actor, id, Action::Administer).await?;
+        self.row(id).await?;
+        principal_name(principal).map_err(|r| LedgerError::Invalid("path.principal".into(), r))?;
+        if let Some(r) = role {
+            if !ROLES.contains(&r) {
+                return Err(LedgerError::Invalid(
+                    "role".into(),
+                    format!("must be one of {}", ROLES.join(", ")),
+                ));
+            }
+        }
+        let before = self.store.grant(id, principal).await?;
+        let action = if role.is_some() { "grant.set" } else { "grant.removed" };
+        let audit = audit::draft(actor, action, Some(id), Some(principal))
+            .before(&before.as_ref().map(|r| serde_json::json!({"role": r})))
+            .after(&role.map(|r| serde_json::json!({"role": r})))
+            .done();
+        Ok(self
+            .store
+            .set_grant(id, principal, role, &now(), &audit)
+            .await?)
+    }
+
+    /// A dataset's grants; its admins and auditors.
+    pub async fn list_grants(&self, actor: &Actor, id: &str) -> Result<Vec<GrantView>, LedgerError> {
+        self.authorize(actor, id, Action::Audit).await?;
+        self.row(id).await?;
+        Ok(self
+            .store
+            .list_grants(id)
+            .await?
+            .into_iter()
+            .map(|g| GrantView {
+                principal: g.principal,
+                role: g.role,
+                created_at: g.created_at,
+            })
+            .collect())
     }
 }

@@ -223,6 +223,82 @@ impl Budget {
     }
 }
 
+/// A share of a dataset's budget that a unit must fit as well: a principal's quota, or the
+/// unallocated rest (holder `*`) that principals without a quota spend from. Its budget and state
+/// are those of a filter of their own, gated by the same rule ([`Budget::admits`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Share {
+    pub holder: String,
+    pub budget: Budget,
+    pub state: FilterState,
+}
+
+/// The gate of one unit: the dataset's filter and, when the dataset has quotas, the caller's share.
+/// A unit is admitted iff both admit it. Stopping earlier than the dataset's filter would is still a
+/// valid filter (the stopping rule only ever depends on the past), so quotas never weaken the
+/// dataset's guarantee; and since the shares' squared μ (and δ) sum to at most the budget's, each
+/// holder can spend its whole share whatever the others do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gate {
+    pub budget: Budget,
+    pub state: FilterState,
+    pub share: Option<Share>,
+}
+
+/// The outcome of [`Gate::admits`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Admitted: the dataset's state and the share's after the unit.
+    Admitted(FilterState, Option<FilterState>),
+    /// Rejected: by the share (its holder) or by the dataset's budget (`None`), and why.
+    Rejected(Option<String>, Exceeded),
+}
+
+impl Verdict {
+    pub fn admitted(&self) -> bool {
+        matches!(self, Verdict::Admitted(..))
+    }
+}
+
+impl Gate {
+    /// Whether a unit with certificate `c` is admitted (see the type's docs).
+    pub fn admits(&self, c: &Certificate) -> Verdict {
+        let after = match self.budget.admits(&self.state, c) {
+            Admission::Admitted(a) => a,
+            Admission::Rejected(why) => return Verdict::Rejected(None, why),
+        };
+        match &self.share {
+            None => Verdict::Admitted(after, None),
+            Some(s) => match s.budget.admits(&s.state, c) {
+                Admission::Admitted(q) => Verdict::Admitted(after, Some(q)),
+                Admission::Rejected(why) => Verdict::Rejected(Some(s.holder.clone()), why),
+            },
+        }
+    }
+
+    /// The first of `candidates` (a unit's certificates in order of preference, non-empty) that
+    /// [`Gate::admits`]; else the rejection of the first.
+    pub fn admits_first(&self, candidates: &[Certificate]) -> (Verdict, Certificate) {
+        let first = (self.admits(&candidates[0]), candidates[0]);
+        if first.0.admitted() {
+            return first;
+        }
+        candidates[1..]
+            .iter()
+            .map(|c| (self.admits(c), *c))
+            .find(|(v, _)| v.admitted())
+            .unwrap_or(first)
+    }
+
+    /// The largest μ a further unit can have: the smaller of the dataset's and the share's.
+    pub fn remaining_mu(&self) -> f64 {
+        let d = self.budget.remaining_mu(&self.state);
+        self.share
+            .as_ref()
+            .map_or(d, |s| d.min(s.budget.remaining_mu(&s.state)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

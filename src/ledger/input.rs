@@ -38,6 +38,17 @@ impl Budget {
             .get();
         Ok(Budget { mu, delta })
     }
+    /// A share of a budget (a quota, or what the quotas leave): μ in [0, [`MAX_BUDGET_MU`]],
+    /// δ in [0, 1); zero shares admit nothing that spends.
+    pub fn share(mu: f64, delta: f64) -> Result<Self, String> {
+        if !(mu >= 0.0 && mu <= MAX_BUDGET_MU) {
+            return Err(format!("mu must be a number in [0, {MAX_BUDGET_MU}], got {mu}"));
+        }
+        if !(delta >= 0.0 && delta < 1.0) {
+            return Err(format!("delta must be a number in [0, 1), got {delta}"));
+        }
+        Ok(Budget { mu, delta })
+    }
     /// μ_B.
     pub fn mu(&self) -> f64 {
         self.mu
@@ -625,4 +636,78 @@ pub fn tradeoff_query(q: &HashMap<String, String>) -> Result<Vec<Alpha>, InputEr
         }
         (None, None) => Ok(curve_alphas(100)),
     }
+}
+
+/// `PUT /v1/datasets/{id}/quotas/{principal}`: `{mu, delta}`, a share of the dataset's budget.
+pub fn quota_request(
+    v: &Value,
+    idempotency_key: Option<String>,
+) -> Result<super::quotas::QuotaRequest, InputError> {
+    let root = JsonPath::root();
+    let mut f = Fields::new(v, &root)?;
+    let (m, p) = f.required("mu")?;
+    let mu = json::number(m, &p)?;
+    if !(mu >= 0.0 && mu <= MAX_BUDGET_MU) {
+        return Err(InputError::new(&p, format!("must be a number in [0, {MAX_BUDGET_MU}]")));
+    }
+    let (d, p) = f.required("delta")?;
+    let delta = json::number(d, &p)?;
+    if !(delta >= 0.0 && delta < 1.0) {
+        return Err(InputError::new(&p, "must be a number in [0, 1)"));
+    }
+    f.finish()?;
+    Ok(super::quotas::QuotaRequest {
+        mu,
+        delta,
+        idempotency_key,
+        request_hash: request_hash("quota", v),
+    })
+}
+
+/// `PUT /v1/datasets/{id}/grants/{principal}`: `{role}`.
+pub fn grant_request(v: &Value) -> Result<String, InputError> {
+    let root = JsonPath::root();
+    let mut f = Fields::new(v, &root)?;
+    let (r, p) = f.required("role")?;
+    let role = json::string(r, &p)?;
+    if !super::auth::ROLES.contains(&role) {
+        return Err(InputError::new(
+            &p,
+            format!("must be one of {}", super::auth::ROLES.join(", ")),
+        ));
+    }
+    f.finish()?;
+    Ok(role.to_owned())
+}
+
+/// Longest token lifetime accepted (days).
+pub const MAX_TOKEN_DAYS: u64 = 3650;
+
+/// `POST /v1/tokens`: `{name, role, expires_in_days?}`.
+pub fn token_request(v: &Value) -> Result<(String, String, Option<u64>), InputError> {
+    let root = JsonPath::root();
+    let mut f = Fields::new(v, &root)?;
+    let (n, p) = f.required("name")?;
+    let name = super::auth::principal_name(json::string(n, &p)?)
+        .map_err(|r| InputError::new(&p, r))?;
+    let (r, p) = f.required("role")?;
+    let role = json::string(r, &p)?;
+    if !super::auth::GLOBAL_ROLES.contains(&role) {
+        return Err(InputError::new(
+            &p,
+            format!("must be one of {}", super::auth::GLOBAL_ROLES.join(", ")),
+        ));
+    }
+    let days = match f.optional("expires_in_days") {
+        None => None,
+        Some((d, p)) => {
+            let d = json::integer(d, &p, 1)?;
+            if d > MAX_TOKEN_DAYS {
+                return Err(InputError::new(&p, format!("must be at most {MAX_TOKEN_DAYS}")));
+            }
+            Some(d)
+        }
+    };
+    f.finish()?;
+    Ok((name, role.to_owned(), days))
 }

@@ -10,9 +10,11 @@
 //!
 //! Composition runs on tokio's blocking pool, never on the async workers.
 
+pub mod audit;
 pub mod auth;
 pub mod filter;
 pub mod input;
+pub mod quotas;
 pub mod schema;
 mod units;
 pub use units::{RunPlan, RunView};
@@ -27,7 +29,8 @@ use crate::accountant::work::{self, Work};
 use crate::accountant::{AccountantError, Event, NeighboringRelation};
 use crate::store::{Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
 pub use filter::GATE_TOLERANCE;
-use filter::{Admission, Exceeded, FilterState};
+use auth::{Action, Actor};
+use filter::{Exceeded, FilterState, Gate, Verdict};
 use input::{Budget, BudgetPatch, ChargeRequest, NewDataset};
 use serde::Serialize;
 use serde_json::Value;
@@ -92,6 +95,16 @@ pub enum LedgerError {
     Unauthenticated,
     #[error("forbidden: {0}")]
     Forbidden(String),
+    /// A value that is well-formed JSON but not acceptable (the field, the reason).
+    #[error("{0}: {1}")]
+    Invalid(String, String),
+    /// A quota or budget change that would break the quotas' invariants.
+    #[error("{0}")]
+    QuotaConflict(String),
+}
+
+pub(crate) fn internal(e: impl std::fmt::Display) -> LedgerError {
+    LedgerError::Internal(e.to_string())
 }
 
 impl From<StoreError> for LedgerError {
@@ -130,6 +143,9 @@ pub struct Rejection {
     pub remaining_delta: f64,
     /// The unit's certificate (μᵢ, δᵢ) the gate tried.
     pub unit: Certificate,
+    /// The quota that refused the unit (a principal, or `*` for the unallocated share); absent
+    /// when the dataset's budget refused it.
+    pub quota: Option<String>,
     pub reason: String,
 }
 
@@ -198,7 +214,7 @@ pub struct ChargeView {
 #[schema(as = Entry)]
 pub struct EntryView {
     pub seq: i64,
-    /// `charge`, `budget`, `run`, `commit` or `release`.
+    /// `charge`, `budget`, `quota`, `run`, `commit` or `release`.
     pub kind: String,
     pub charge: Option<ChargeView>,
     pub budget: Option<Budget>,
@@ -209,6 +225,11 @@ pub struct EntryView {
     /// Release entries: what the caller stated (`outputs_released`, `reason`).
     #[schema(value_type = Option<Object>)]
     pub statement: Option<Value>,
+    /// Who made the entry (absent on entries older than principals).
+    pub principal: Option<String>,
+    /// Charges: the share of the budget that paid (a principal's quota, or `*`); quota entries:
+    /// the quota's holder (the entry's `budget` is the quota).
+    pub quota: Option<String>,
     pub created_at: String,
 }
 
@@ -306,6 +327,8 @@ fn unchanged(row: &DatasetRow, f: &FilterState, updated_at: String) -> DatasetUp
         exact_mu: row.exact_mu,
         reserved: row.reserved.unwrap_or(0),
         settle: None,
+        quotas: Vec::new(),
+        audit: None,
         updated_at,
     }
 }
@@ -509,8 +532,7 @@ fn calibrated(
 struct GateJudge {
     relation: NeighboringRelation,
     h: GridStep,
-    budget: Budget,
-    filter: FilterState,
+    gate: Gate,
 }
 
 impl GateJudge {
@@ -518,15 +540,15 @@ impl GateJudge {
         &self,
         event: &Event,
         path: &crate::accountant::json::JsonPath,
-    ) -> Result<(Admission, Certificate), AccountantError> {
+    ) -> Result<(Verdict, Certificate), AccountantError> {
         let candidates = certify(
             event,
             self.relation,
             self.h,
-            unit_delta(&self.budget, None),
+            unit_delta(&self.gate.budget, None),
             path,
         )?;
-        Ok(self.budget.admits_first(&self.filter, &candidates))
+        Ok(self.gate.admits_first(&candidates))
     }
 }
 
@@ -537,27 +559,36 @@ impl crate::accountant::calibrate::Judge for GateJudge {
         path: &crate::accountant::json::JsonPath,
     ) -> Result<Option<f64>, AccountantError> {
         Ok(match self.verdict(event, path)? {
-            (Admission::Admitted(_), unit) => Some(unit.mu()),
-            (Admission::Rejected(_), _) => None,
+            (Verdict::Admitted(..), unit) => Some(unit.mu()),
+            (Verdict::Rejected(..), _) => None,
         })
     }
 
     fn reachable(&mut self) -> Result<(), AccountantError> {
-        if self.budget.remaining_mu(&self.filter) > 0.0 {
+        if self.gate.remaining_mu() > 0.0 {
             return Ok(());
         }
+        let reason = match &self.gate.share {
+            Some(s) if s.budget.remaining_mu(&s.state) <= 0.0 => format!(
+                "nothing fits: the quota {:?} (mu {}) is spent (mu spent {})",
+                s.holder,
+                s.budget.mu(),
+                s.state.mu()
+            ),
+            _ => format!(
+                "nothing fits: the dataset's mu budget {} is spent (mu spent {})",
+                self.gate.budget.mu(),
+                self.gate.state.mu()
+            ),
+        };
         Err(AccountantError::Unsupported {
             path: String::new(),
-            reason: format!(
-                "nothing fits: the dataset's mu budget {} is spent (mu spent {})",
-                self.budget.mu(),
-                self.filter.mu()
-            ),
+            reason,
         })
     }
 
     fn spent(&mut self) -> Result<f64, AccountantError> {
-        Ok(self.filter.mu())
+        Ok(self.gate.state.mu())
     }
 }
 
@@ -573,7 +604,7 @@ fn unit_delta(budget: &Budget, own: Option<f64>) -> UnitDelta {
 /// What the gate decided about a unit, with what the answer needs.
 struct Gated {
     unit: Certificate,
-    admission: Admission,
+    verdict: Verdict,
     /// The exact composition with the unit (only when admitted), and its μ at the budget's δ.
     exact: Option<(Composition, Option<f64>)>,
 }
@@ -581,11 +612,11 @@ struct Gated {
 fn gate_compute(
     base: Arc<Composition>,
     event: Event,
-    budget: Budget,
-    filter: FilterState,
+    gate: &Gate,
     own_delta: Option<f64>,
     exact: bool,
 ) -> Result<Gated, LedgerError> {
+    let budget = gate.budget;
     let t = Instant::now();
     let path = crate::accountant::json::JsonPath::root().field("event");
     let candidates = certify(
@@ -595,15 +626,15 @@ fn gate_compute(
         unit_delta(&budget, own_delta),
         &path,
     )?;
-    let (admission, unit) = budget.admits_first(&filter, &candidates);
-    let exact = match admission {
-        Admission::Admitted(_) if exact => Some(exact_with(&base, &event, budget.delta())?),
+    let (verdict, unit) = gate.admits_first(&candidates);
+    let exact = match verdict {
+        Verdict::Admitted(..) if exact => Some(exact_with(&base, &event, budget.delta())?),
         _ => None,
     };
     metrics::histogram!("privacy_ledger_accountant_seconds").record(t.elapsed().as_secs_f64());
     Ok(Gated {
         unit,
-        admission,
+        verdict,
         exact,
     })
 }
@@ -642,10 +673,56 @@ fn filter_report(
     )
 }
 
-fn rejection(budget: &Budget, f: &FilterState, unit: Certificate, why: Exceeded) -> Rejection {
+/// Why the gate refused `unit`: the dataset's budget (`quota = None`) or the caller's share. The
+/// figures are the dataset's either way; the reason names the share's.
+fn rejection(gate: &Gate, unit: Certificate, quota: Option<String>, why: Exceeded) -> Rejection {
+    let (budget, f) = (&gate.budget, &gate.state);
     let (mu_sq, delta_after) = f.sums_with(&unit);
     let mu_after = Some(filter::sqrt_up(mu_sq)).filter(|m| m.is_finite());
-    let reason = match why {
+    let share = gate.share.as_ref().filter(|_| quota.is_some());
+    let reason = match (why, share) {
+        (Exceeded::Mu, Some(s)) => format!(
+            "the unit's mu ({:.6}) does not fit the remaining mu ({:.6}) of the quota {:?} \
+             (mu {}, spent {:.6})",
+            unit.mu(),
+            s.budget.remaining_mu(&s.state),
+            s.holder,
+            s.budget.mu(),
+            s.state.mu()
+        ),
+        (Exceeded::Delta, Some(s)) => format!(
+            "the unit's delta ({:e}) does not fit the remaining delta ({:e}) of the quota {:?} \
+             (delta {:e})",
+            unit.delta(),
+            s.budget.remaining_delta(&s.state),
+            s.holder,
+            s.budget.delta()
+        ),
+        (why, None) => dataset_reason(budget, f, &unit, mu_after, why),
+    };
+    Rejection {
+        mu_after,
+        delta_after,
+        mu_budget: budget.mu(),
+        delta_budget: budget.delta(),
+        mu_spent: f.mu(),
+        delta_spent: f.delta(),
+        remaining_mu: budget.remaining_mu(f),
+        remaining_delta: budget.remaining_delta(f),
+        unit,
+        quota,
+        reason,
+    }
+}
+
+fn dataset_reason(
+    budget: &Budget,
+    f: &FilterState,
+    unit: &Certificate,
+    mu_after: Option<f64>,
+    why: Exceeded,
+) -> String {
+    match why {
         Exceeded::Mu => format!(
             "the unit's mu ({:.6}) does not fit the remaining mu ({:.6}): sqrt(sum of mu_i^2) would \
              be {} > budget {}",
@@ -660,18 +737,6 @@ fn rejection(budget: &Budget, f: &FilterState, unit: Certificate, why: Exceeded)
             budget.remaining_delta(f),
             budget.delta()
         ),
-    };
-    Rejection {
-        mu_after,
-        delta_after,
-        mu_budget: budget.mu(),
-        delta_budget: budget.delta(),
-        mu_spent: f.mu(),
-        delta_spent: f.delta(),
-        remaining_mu: budget.remaining_mu(f),
-        remaining_delta: budget.remaining_delta(f),
-        unit,
-        reason,
     }
 }
 
@@ -853,7 +918,12 @@ impl Ledgers {
     /// Creates a dataset with an empty ledger. A retry of the same creation (same body) returns the
     /// dataset with `created = false`; another body for an existing id is
     /// [`LedgerError::AlreadyExists`].
-    pub async fn create_dataset(&self, d: NewDataset) -> Result<(DatasetView, bool), LedgerError> {
+    pub async fn create_dataset(
+        &self,
+        actor: &Actor,
+        d: NewDataset,
+    ) -> Result<(DatasetView, bool), LedgerError> {
+        actor.principal.may(Action::Administer)?;
         let ts = now();
         let f = FilterState::empty();
         let row = DatasetRow {
@@ -876,8 +946,12 @@ impl Ledgers {
             updated_at: ts,
         };
         let state = Composition::new(d.neighboring_relation, d.grid_step).to_bytes();
-        match self.store.create_dataset(&row, &state).await {
-            Ok(()) => Ok((view(&row, &f)?, true)),
+        let created = view(&row, &f)?;
+        let audit = audit::draft(actor, "dataset.created", Some(&d.id), Some(&d.id))
+            .after(&created)
+            .done();
+        match self.store.create_dataset(&row, &state, Some(&audit)).await {
+            Ok(()) => Ok((created, true)),
             Err(StoreError::AlreadyExists) => {
                 let existing = self.row(&d.id).await?;
                 if existing.create_hash.as_deref() == Some(d.request_hash.as_str()) {
@@ -891,18 +965,23 @@ impl Ledgers {
     }
 
     /// One dataset.
-    pub async fn get_dataset(&self, id: &str) -> Result<DatasetView, LedgerError> {
+    pub async fn get_dataset(&self, actor: &Actor, id: &str) -> Result<DatasetView, LedgerError> {
+        self.authorize(actor, id, Action::Read).await?;
         let row = self.row(id).await?;
         view(&row, &filter_of(&row)?)
     }
 
-    /// Datasets by id after `after`; returns the page and the cursor of the next one.
+    /// Datasets by id after `after` that `actor` may see (all of them with a global role, else
+    /// those it holds a grant on); returns the page and the cursor of the next one.
     pub async fn list_datasets(
         &self,
+        actor: &Actor,
         after: Option<&str>,
         limit: i64,
     ) -> Result<(Vec<DatasetView>, Option<String>), LedgerError> {
-        let rows = self.store.list_datasets(after, limit + 1).await?;
+        let p = &actor.principal;
+        let grantee = (!p.sees_all()).then_some(p.name.as_str());
+        let rows = self.store.list_datasets(after, limit + 1, grantee).await?;
         let more = rows.len() as i64 > limit;
         let mut items = Vec::with_capacity(rows.len());
         for r in rows.into_iter().take(limit as usize) {
@@ -922,7 +1001,13 @@ impl Ledgers {
     }
 
     /// Changes the budget (recorded as a ledger entry; idempotent with a key).
-    pub async fn update_budget(&self, id: &str, patch: BudgetPatch) -> Result<Value, LedgerError> {
+    pub async fn update_budget(
+        &self,
+        actor: &Actor,
+        id: &str,
+        patch: BudgetPatch,
+    ) -> Result<Value, LedgerError> {
+        self.authorize(actor, id, Action::Administer).await?;
         self.row(id).await?;
         let lock = self.lock_for(id);
         let _guard = lock.lock().await;
@@ -934,6 +1019,8 @@ impl Ledgers {
             }
             let row = self.row(id).await?;
             let f = filter_of(&row)?;
+            let quotas = self.store.list_quotas(id).await?;
+            quotas::budget_holds_quotas(&row, &quotas, &budget)?;
             let ts = now();
             let mut after = row.clone();
             (after.budget_mu, after.budget_delta) = (budget.mu(), budget.delta());
@@ -947,11 +1034,18 @@ impl Ledgers {
                 idempotency_key: patch.idempotency_key.clone(),
                 request_hash: Some(patch.request_hash.clone()),
                 response: Some(body.to_string()),
+                principal: Some(actor.principal.name.clone()),
                 ..EntryRow::new("budget", ts.clone())
             };
             let update = DatasetUpdate {
                 budget_mu: budget.mu(),
                 budget_delta: budget.delta(),
+                audit: Some(
+                    audit::draft(actor, "budget.changed", Some(id), Some(id))
+                        .before(&budget_of(&row)?)
+                        .after(&budget)
+                        .done(),
+                ),
                 ..unchanged(&row, &f, ts)
             };
             if self.append(id, row.version, &entry, &update, None).await? {
@@ -986,8 +1080,14 @@ impl Ledgers {
     }
 
     /// Gates and, if admitted, appends a charge. See the module docs.
-    #[tracing::instrument(skip(self, req), fields(dataset_id = %id))]
-    pub async fn charge(&self, id: &str, req: ChargeRequest) -> Result<ChargeOutcome, LedgerError> {
+    #[tracing::instrument(skip(self, actor, req), fields(dataset_id = %id))]
+    pub async fn charge(
+        &self,
+        actor: &Actor,
+        id: &str,
+        req: ChargeRequest,
+    ) -> Result<ChargeOutcome, LedgerError> {
+        self.authorize(actor, id, Action::Spend).await?;
         let unit = UnitRequest {
             event_json: req.event.to_json(),
             event: req.event,
@@ -999,11 +1099,39 @@ impl Ledgers {
             reserve: req.reserve,
             run: None,
         };
-        self.admit(id, unit).await
+        self.admit(actor, id, unit).await
+    }
+
+    /// The gate of a unit charged by `holder` on `row`: the dataset's filter and, when the
+    /// dataset has quotas, the holder's share (with its stored row).
+    async fn gate_for(
+        &self,
+        row: &DatasetRow,
+        holder: &str,
+    ) -> Result<(Gate, Option<crate::store::QuotaRow>), LedgerError> {
+        let quotas = self.store.list_quotas(&row.id).await?;
+        let share = quotas::share_for(row, &quotas, holder)?;
+        let (share, quota_row) = match share {
+            Some((s, q)) => (Some(s), Some(q)),
+            None => (None, None),
+        };
+        Ok((
+            Gate {
+                budget: budget_of(row)?,
+                state: filter_of(row)?,
+                share,
+            },
+            quota_row,
+        ))
     }
 
     /// Gates a unit and, if admitted, appends it (with metrics).
-    async fn admit(&self, id: &str, unit: UnitRequest) -> Result<ChargeOutcome, LedgerError> {
+    async fn admit(
+        &self,
+        actor: &Actor,
+        id: &str,
+        unit: UnitRequest,
+    ) -> Result<ChargeOutcome, LedgerError> {
         let started = Instant::now();
         // Converts a version-1 ledger first (under the same lock, so not inside it).
         self.row(id).await?;
@@ -1019,7 +1147,7 @@ impl Ledgers {
                     });
                 }
                 let row = self.row(id).await?;
-                if let Some(o) = self.admit_once(id, &unit, row).await? {
+                if let Some(o) = self.admit_once(actor, id, &unit, row).await? {
                     return Ok(o);
                 }
             }
@@ -1034,23 +1162,34 @@ impl Ledgers {
     /// another writer appended first (the caller re-reads and tries again).
     async fn admit_once(
         &self,
+        actor: &Actor,
         id: &str,
         unit: &UnitRequest,
         row: DatasetRow,
     ) -> Result<Option<ChargeOutcome>, LedgerError> {
         {
-            let filter = filter_of(&row)?;
+            let (gate, quota_row) = self.gate_for(&row, &actor.principal.name).await?;
             let base = self.state(&row).await?;
-            let budget = budget_of(&row)?;
+            let budget = gate.budget;
             let (event, own, reserve) = (unit.event.clone(), unit.delta, unit.reserve);
-            let g =
-                blocking(move || gate_compute(base, event, budget, filter, own, !reserve)).await?;
-            let after = match g.admission {
-                Admission::Admitted(after) => after,
-                Admission::Rejected(why) => {
-                    return Err(LedgerError::BudgetExceeded(Box::new(rejection(
-                        &budget, &filter, g.unit, why,
-                    ))))
+            let g2 = gate.clone();
+            let g = blocking(move || gate_compute(base, event, &g2, own, !reserve)).await?;
+            let target = unit.run.as_ref().map(|(r, c)| format!("run {r} chunk {c}"));
+            let (after, share_after) = match g.verdict {
+                Verdict::Admitted(after, share_after) => (after, share_after),
+                Verdict::Rejected(by, why) => {
+                    let r = rejection(&gate, g.unit, by, why);
+                    let audit = audit::draft(actor, "unit.rejected", Some(id), target.as_deref())
+                        .before(&serde_json::json!({
+                            "mu_spent": gate.state.mu(), "delta_spent": gate.state.delta()
+                        }))
+                        .after(&serde_json::json!({
+                            "event": unit.event_json, "unit": r.unit, "quota": r.quota,
+                            "reason": r.reason
+                        }))
+                        .done();
+                    self.store.audit(&audit).await?;
+                    return Err(LedgerError::BudgetExceeded(Box::new(r)));
                 }
             };
             let relation = relation_of(&row)?;
@@ -1099,13 +1238,39 @@ impl Ledgers {
                 run_id: charge.run_id.clone(),
                 chunk: charge.chunk,
                 status: Some(status.into()),
+                principal: Some(actor.principal.name.clone()),
+                quota: gate.share.as_ref().map(|s| s.holder.clone()),
                 ..EntryRow::new("charge", ts.clone())
             };
             let reserved = row.reserved.unwrap_or(0) + i64::from(unit.reserve);
+            let action = if unit.reserve {
+                "unit.reserved"
+            } else {
+                "unit.admitted"
+            };
+            let audit = audit::draft(actor, action, Some(id), Some(&charge.id))
+                .before(&serde_json::json!({
+                    "mu_spent": gate.state.mu(), "delta_spent": gate.state.delta(),
+                    "quota": gate.share.as_ref().map(|s| serde_json::json!({
+                        "holder": s.holder, "mu_spent": s.state.mu(), "delta_spent": s.state.delta()
+                    }))
+                }))
+                .after(&serde_json::json!({
+                    "charge": charge, "mu_spent": after.mu(), "delta_spent": after.delta(),
+                    "quota": share_after.map(|q| serde_json::json!({
+                        "mu_spent": q.mu(), "delta_spent": q.delta()
+                    }))
+                }))
+                .done();
             let mut update = DatasetUpdate {
                 charges: row.charges + 1,
                 reserved,
-                ..unchanged(&row, &after, ts)
+                quotas: match (quota_row, share_after) {
+                    (Some(q), Some(s)) => vec![quotas::charged(&q, &s, &ts)],
+                    _ => Vec::new(),
+                },
+                audit: Some(audit),
+                ..unchanged(&row, &after, ts.clone())
             };
             // A reserved unit joins the exact composition only when committed.
             let state = match g.exact {
@@ -1124,17 +1289,23 @@ impl Ledgers {
     }
 
     /// What a charge would do, with nothing written.
-    pub async fn preview(&self, id: &str, req: ChargeRequest) -> Result<Preview, LedgerError> {
+    pub async fn preview(
+        &self,
+        actor: &Actor,
+        id: &str,
+        req: ChargeRequest,
+    ) -> Result<Preview, LedgerError> {
+        self.authorize(actor, id, Action::Spend).await?;
         let row = self.row(id).await?;
-        let filter = filter_of(&row)?;
+        let (gate, _) = self.gate_for(&row, &actor.principal.name).await?;
+        let (budget, filter) = (gate.budget, gate.state);
         let base = self.state(&row).await?;
-        let budget = budget_of(&row)?;
         let relation = relation_of(&row)?;
         blocking(move || {
-            let g = gate_compute(base, req.event, budget, filter, req.delta, false)?;
+            let g = gate_compute(base, req.event, &gate, req.delta, false)?;
             let opts = ReportOptions::default();
-            Ok(match g.admission {
-                Admission::Admitted(after) => Preview {
+            Ok(match g.verdict {
+                Verdict::Admitted(after, _) => Preview {
                     admitted: true,
                     unit: g.unit,
                     mu_after: Some(after.mu()),
@@ -1144,8 +1315,8 @@ impl Ledgers {
                     reason: None,
                     report: filter_report(&after, &budget, relation, &opts),
                 },
-                Admission::Rejected(why) => {
-                    let r = rejection(&budget, &filter, g.unit, why);
+                Verdict::Rejected(by, why) => {
+                    let r = rejection(&gate, g.unit, by, why);
                     Preview {
                         admitted: false,
                         unit: g.unit,
@@ -1165,10 +1336,12 @@ impl Ledgers {
     /// Ledger entries (charges and budget changes) with seq > `after`, in order.
     pub async fn list_entries(
         &self,
+        actor: &Actor,
         id: &str,
         after: i64,
         limit: i64,
     ) -> Result<(Vec<EntryView>, Option<i64>), LedgerError> {
+        self.authorize(actor, id, Action::Read).await?;
         self.row(id).await?;
         let rows = self.store.list_entries(id, None, after, limit + 1).await?;
         let more = rows.len() as i64 > limit;
@@ -1192,6 +1365,8 @@ impl Ledgers {
                             .and_then(|m| serde_json::from_str(m).ok())
                     })
                     .flatten(),
+                principal: e.principal.clone(),
+                quota: e.quota.clone(),
                 created_at: e.created_at.clone(),
             })
             .collect();
@@ -1206,9 +1381,11 @@ impl Ledgers {
     /// The report of a dataset: the filter's guarantee, with the exact composition beside it.
     pub async fn report(
         &self,
+        actor: &Actor,
         id: &str,
         opts: ReportOptions,
     ) -> Result<DatasetReport, LedgerError> {
+        self.authorize(actor, id, Action::Read).await?;
         let row = self.row(id).await?;
         let filter = filter_of(&row)?;
         let state = self.state(&row).await?;
@@ -1238,6 +1415,7 @@ impl Ledgers {
     /// The trade-off curve of the dataset's guarantee at `alphas`.
     pub async fn tradeoff(
         &self,
+        actor: &Actor,
         id: &str,
         alphas: Vec<crate::accountant::params::Alpha>,
     ) -> Result<TradeoffView, LedgerError> {
@@ -1247,7 +1425,7 @@ impl Ledgers {
             epsilons: vec![],
             ..ReportOptions::default()
         };
-        let r = self.report(id, opts).await?.report;
+        let r = self.report(actor, id, opts).await?.report;
         Ok(TradeoffView {
             mu: r.mu,
             alpha_star: r.tier2.alpha_star,
@@ -1261,28 +1439,24 @@ impl Ledgers {
     /// calibrated event is admitted, and one a step beyond is not (up to the search's precision).
     pub async fn calibrate(
         &self,
+        actor: &Actor,
         id: &str,
         req: input::CalibrateRequest,
     ) -> Result<Calibrated, LedgerError> {
         use crate::accountant::calibrate::{calibrate_by, with_free_parameter};
+        self.authorize(actor, id, Action::Spend).await?;
         let row = self.row(id).await?;
-        let filter = filter_of(&row)?;
-        let budget = budget_of(&row)?;
+        let (gate, _) = self.gate_for(&row, &actor.principal.name).await?;
         let (relation, h) = (relation_of(&row)?, grid_step_of(&row)?);
         blocking(move || {
             let path = crate::accountant::json::JsonPath::root().field("event");
-            let mut judge = GateJudge {
-                relation,
-                h,
-                budget,
-                filter,
-            };
+            let mut judge = GateJudge { relation, h, gate };
             let c = calibrate_by(&req.event, req.free_parameter, &mut judge, &path)?;
             let (event, unit) = if c.value > 0.0 {
                 let e = with_free_parameter(&req.event, req.free_parameter, c.value, &path)?;
                 // The gate's verdict on the answer, once more: the unit it would charge.
-                let (admission, unit) = judge.verdict(&e, &path)?;
-                if !matches!(admission, Admission::Admitted(_)) {
+                let (verdict, unit) = judge.verdict(&e, &path)?;
+                if !verdict.admitted() {
                     return Err(LedgerError::Internal(
                         "calibrated a unit the gate rejects".into(),
                     ));
@@ -1295,7 +1469,7 @@ impl Ledgers {
                 free_parameter: req.free_parameter.as_str().to_owned(),
                 value: c.value,
                 mu: unit.map_or(c.mu, |u| u.mu()),
-                mu_target: budget.remaining_mu(&filter),
+                mu_target: judge.gate.remaining_mu(),
                 delta: unit.map_or(0.0, |u| u.delta()),
                 event,
                 evaluations: c.evaluations,

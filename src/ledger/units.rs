@@ -19,10 +19,11 @@
 //!
 //! Every state change takes an Idempotency-Key: a retry returns the stored outcome.
 
+use super::auth::{Action, Actor};
 use super::filter::FilterState;
 use super::input::{ChunkRequest, RunRequest, SettleRequest};
 use super::{
-    blocking, budget_of, exact_with, filter_of, now, relation_of, unchanged, unit_delta,
+    audit, blocking, budget_of, internal, exact_with, filter_of, now, relation_of, unchanged, unit_delta,
     ChargeOutcome, LedgerError, Ledgers, UnitRequest, MAX_ATTEMPTS,
 };
 use crate::accountant::certificate::{certify, Certificate};
@@ -106,9 +107,6 @@ fn repeated(step: &Event, count: u64) -> Result<Event, LedgerError> {
     })
 }
 
-fn internal(e: impl std::fmt::Display) -> LedgerError {
-    LedgerError::Internal(e.to_string())
-}
 
 fn spec_of(decl: &EntryRow, id: &str) -> Result<RunSpec, LedgerError> {
     decl.event
@@ -220,9 +218,11 @@ impl Ledgers {
     /// outcome when this is the replay of an earlier request with the same idempotency key.
     pub async fn declare_run(
         &self,
+        actor: &Actor,
         id: &str,
         req: RunRequest,
     ) -> Result<(RunView, bool), LedgerError> {
+        self.authorize(actor, id, Action::Spend).await?;
         let row = self.row(id).await?;
         if let Some(body) = self
             .replay(id, req.idempotency_key.as_deref(), &req.request_hash)
@@ -266,11 +266,17 @@ impl Ledgers {
                 unit_mu: Some(spec.plan.chunk_unit.mu()),
                 unit_delta: Some(spec.plan.chunk_unit.delta()),
                 run_id: Some(run_id.clone()),
+                principal: Some(actor.principal.name.clone()),
                 ..EntryRow::new("run", ts.clone())
             };
             let view = run_view(std::slice::from_ref(&entry), id)?;
             entry.response = Some(serde_json::to_string(&view).map_err(internal)?);
-            let update = unchanged(&row, &f, ts);
+            let mut update = unchanged(&row, &f, ts);
+            update.audit = Some(
+                audit::draft(actor, "run.declared", Some(id), Some(&run_id))
+                    .after(&view)
+                    .done(),
+            );
             if self.append(id, row.version, &entry, &update, None).await? {
                 return Ok((view, true));
             }
@@ -279,7 +285,13 @@ impl Ledgers {
     }
 
     /// A run with its progress.
-    pub async fn get_run(&self, id: &str, run_id: &str) -> Result<RunView, LedgerError> {
+    pub async fn get_run(
+        &self,
+        actor: &Actor,
+        id: &str,
+        run_id: &str,
+    ) -> Result<RunView, LedgerError> {
+        self.authorize(actor, id, Action::Read).await?;
         self.row(id).await?;
         let entries = self.store.list_run(id, run_id).await?;
         if entries.first().map(|e| e.kind.as_str()) != Some("run") {
@@ -289,13 +301,15 @@ impl Ledgers {
     }
 
     /// Admits (or reserves) the run's next chunk as a unit: `{charge, report}` as a charge.
-    #[tracing::instrument(skip(self, req), fields(dataset_id = %id, run_id = %run_id))]
+    #[tracing::instrument(skip(self, actor, req), fields(dataset_id = %id, run_id = %run_id))]
     pub async fn run_chunk(
         &self,
+        actor: &Actor,
         id: &str,
         run_id: &str,
         req: ChunkRequest,
     ) -> Result<ChargeOutcome, LedgerError> {
+        self.authorize(actor, id, Action::Spend).await?;
         let started = std::time::Instant::now();
         self.row(id).await?;
         let lock = self.lock_for(id);
@@ -343,7 +357,7 @@ impl Ledgers {
                 };
                 // The version CAS of the append also guards the chunk choice: a chunk admitted
                 // meanwhile (by another replica) moved the version, and this attempt starts over.
-                if let Some(o) = self.admit_once(id, &unit, row).await? {
+                if let Some(o) = self.admit_once(actor, id, &unit, row).await? {
                     return Ok(o);
                 }
             }
@@ -357,16 +371,18 @@ impl Ledgers {
     /// Commits a reserved unit: it stays counted and joins the exact composition.
     pub async fn commit(
         &self,
+        actor: &Actor,
         id: &str,
         charge_id: &str,
         req: SettleRequest,
     ) -> Result<Value, LedgerError> {
-        self.settle(id, charge_id, req, false).await
+        self.settle(actor, id, charge_id, req, false).await
     }
 
     /// Releases a reserved unit whose outputs were never released: the filter forgets it.
     pub async fn release(
         &self,
+        actor: &Actor,
         id: &str,
         charge_id: &str,
         req: SettleRequest,
@@ -374,16 +390,18 @@ impl Ledgers {
         if req.outputs_released != Some(false) {
             return Err(LedgerError::OutputsReleased(charge_id.to_owned()));
         }
-        self.settle(id, charge_id, req, true).await
+        self.settle(actor, id, charge_id, req, true).await
     }
 
     async fn settle(
         &self,
+        actor: &Actor,
         id: &str,
         charge_id: &str,
         req: SettleRequest,
         release: bool,
     ) -> Result<Value, LedgerError> {
+        self.authorize(actor, id, Action::Spend).await?;
         self.row(id).await?;
         let lock = self.lock_for(id);
         let _guard = lock.lock().await;
@@ -450,6 +468,15 @@ impl Ledgers {
                     units: after.units(),
                     ..update
                 };
+                // The share that paid is refunded too: the holder's quota, or the unallocated
+                // share (which holds everything charged before the first quota).
+                let quotas = self.store.list_quotas(id).await?;
+                let payer = charge.quota.as_deref().unwrap_or(super::quotas::UNALLOCATED);
+                if let Some(q) = quotas.iter().find(|q| q.principal == payer) {
+                    let s = FilterState::from_stored(q.mu_sq_spent, q.delta_spent, q.units)
+                        .map_err(|e| LedgerError::Corrupt(id.to_owned(), e))?;
+                    update.quotas = vec![super::quotas::charged(q, &s.without(&unit), &ts)];
+                }
             } else {
                 // The committed unit joins the exact composition (display only).
                 let base = self.state(&row).await?;
@@ -487,8 +514,23 @@ impl Ledgers {
                 unit_mu: Some(unit.mu()),
                 unit_delta: Some(unit.delta()),
                 response: Some(body.to_string()),
+                principal: Some(actor.principal.name.clone()),
+                quota: charge.quota.clone(),
                 ..EntryRow::new(if release { "release" } else { "commit" }, ts)
             };
+            let action = if release {
+                "unit.released"
+            } else {
+                "unit.committed"
+            };
+            update.audit = Some(
+                audit::draft(actor, action, Some(id), Some(charge_id))
+                    .before(&serde_json::json!({"status": "reserved", "mu_spent": f.mu(),
+                        "delta_spent": f.delta()}))
+                    .after(&serde_json::json!({"status": new_status, "mu_spent": update.mu_spent,
+                        "delta_spent": update.delta_spent, "statement": entry.metadata}))
+                    .done(),
+            );
             if self.append(id, row.version, &entry, &update, state).await? {
                 return Ok(body);
             }

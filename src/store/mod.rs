@@ -19,6 +19,12 @@
 //! `datasets.reserved` (open reservations) and `create_hash` (so a retried creation is recognised).
 //! Version 4 adds `tokens`: bearer tokens stored only as their SHA-256, with a role, an optional
 //! expiry and a revocation time.
+//! Version 5 adds `grants` (a principal's role on one dataset), `quotas` (a principal's share of a
+//! dataset's budget and what it spent; principal `*` is the unallocated share), `entries.principal`
+//! and `entries.quota` (who charged a unit and which share paid for it), and the audit log:
+//! `audit` (one hash-chained record per state change, a chain per dataset plus one for tokens) and
+//! `audit_heads` (each chain's last seq and hash, written in the same transaction, so a deleted last
+//! record is detected too). See [`audit_hash`].
 
 /// Schema migrations after version 1, as (version, statements); the SQL is portable between
 /// SQLite and PostgreSQL (`REAL` is `float4` in PostgreSQL, so `DOUBLE PRECISION` is spelt out
@@ -60,11 +66,117 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             revoked_at TEXT
         )"],
     ),
+    (
+        5,
+        &[
+            "CREATE TABLE IF NOT EXISTS grants (
+                dataset_id TEXT NOT NULL,
+                principal TEXT NOT NULL,
+                role TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (dataset_id, principal)
+            )",
+            "CREATE INDEX IF NOT EXISTS grants_principal ON grants (principal, dataset_id)",
+            "CREATE TABLE IF NOT EXISTS quotas (
+                dataset_id TEXT NOT NULL,
+                principal TEXT NOT NULL,
+                mu {F} NOT NULL,
+                delta {F} NOT NULL,
+                mu_sq_spent {F} NOT NULL,
+                delta_spent {F} NOT NULL,
+                units {I} NOT NULL,
+                updated_at TEXT NOT NULL,
+                PRIMARY KEY (dataset_id, principal)
+            )",
+            "ALTER TABLE entries ADD COLUMN principal TEXT",
+            "ALTER TABLE entries ADD COLUMN quota TEXT",
+            "CREATE TABLE IF NOT EXISTS audit (
+                id {SERIAL},
+                chain TEXT NOT NULL,
+                seq {I} NOT NULL,
+                at TEXT NOT NULL,
+                principal TEXT NOT NULL,
+                credential TEXT,
+                action TEXT NOT NULL,
+                dataset_id TEXT,
+                target TEXT,
+                request_id TEXT,
+                client TEXT,
+                before_value TEXT,
+                after_value TEXT,
+                prev_hash TEXT NOT NULL,
+                hash TEXT NOT NULL,
+                UNIQUE (chain, seq)
+            )",
+            "CREATE INDEX IF NOT EXISTS audit_dataset ON audit (dataset_id, id)",
+            "CREATE INDEX IF NOT EXISTS audit_principal ON audit (principal, id)",
+            "CREATE TABLE IF NOT EXISTS audit_heads (
+                chain TEXT PRIMARY KEY,
+                seq {I} NOT NULL,
+                hash TEXT NOT NULL
+            )",
+        ],
+    ),
 ];
 
-/// A migration statement with the store's float and integer type names.
-pub fn migration_sql(stmt: &str, float: &str, int: &str) -> String {
-    stmt.replace("{F}", float).replace("{I}", int)
+/// A migration statement with the store's float, integer and auto-increment key type names.
+pub fn migration_sql(stmt: &str, float: &str, int: &str, serial: &str) -> String {
+    stmt.replace("{F}", float)
+        .replace("{I}", int)
+        .replace("{SERIAL}", serial)
+}
+
+/// SQL shared by both stores, with `?` placeholders ([`numbered`] makes PostgreSQL's `$n`).
+pub mod sql {
+    pub const AUDIT_HEAD_INIT: &str =
+        "INSERT INTO audit_heads (chain, seq, hash) VALUES (?, 0, ?) ON CONFLICT (chain) DO NOTHING";
+    /// Takes the chain's next seq (and, on PostgreSQL, the head's row lock until commit).
+    pub const AUDIT_HEAD_NEXT: &str =
+        "UPDATE audit_heads SET seq = seq + 1 WHERE chain = ? RETURNING seq, hash";
+    pub const AUDIT_HEAD_SET: &str = "UPDATE audit_heads SET hash = ? WHERE chain = ?";
+    pub const AUDIT_INSERT: &str = "INSERT INTO audit (chain, seq, at, principal, credential, \
+        action, dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    pub const AUDIT_COLUMNS: &str = "id, chain, seq, at, principal, credential, action, \
+        dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash";
+    pub const AUDIT_QUERY: &str = "SELECT id, chain, seq, at, principal, credential, action, \
+        dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
+        FROM audit WHERE id > ? AND (? IS NULL OR dataset_id = ?) AND (? IS NULL OR principal = ?) \
+        AND (? IS NULL OR at >= ?) AND (? IS NULL OR at < ?) ORDER BY id LIMIT ?";
+    pub const AUDIT_CHAIN: &str = "SELECT id, chain, seq, at, principal, credential, action, \
+        dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
+        FROM audit WHERE chain = ? AND seq > ? ORDER BY seq LIMIT ?";
+    pub const AUDIT_HEADS: &str = "SELECT chain, seq, hash FROM audit_heads ORDER BY chain";
+    pub const GRANT_GET: &str = "SELECT role FROM grants WHERE dataset_id = ? AND principal = ?";
+    pub const GRANT_LIST: &str = "SELECT dataset_id, principal, role, created_at FROM grants \
+        WHERE dataset_id = ? ORDER BY principal";
+    pub const GRANT_UPSERT: &str = "INSERT INTO grants (dataset_id, principal, role, created_at) \
+        VALUES (?, ?, ?, ?) ON CONFLICT (dataset_id, principal) DO UPDATE SET role = excluded.role";
+    pub const GRANT_DELETE: &str = "DELETE FROM grants WHERE dataset_id = ? AND principal = ?";
+    pub const QUOTA_LIST: &str = "SELECT dataset_id, principal, mu, delta, mu_sq_spent, \
+        delta_spent, units, updated_at FROM quotas WHERE dataset_id = ? ORDER BY principal";
+    pub const QUOTA_UPSERT: &str = "INSERT INTO quotas (dataset_id, principal, mu, delta, \
+        mu_sq_spent, delta_spent, units, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
+        ON CONFLICT (dataset_id, principal) DO UPDATE SET mu = excluded.mu, \
+        delta = excluded.delta, mu_sq_spent = excluded.mu_sq_spent, \
+        delta_spent = excluded.delta_spent, units = excluded.units, \
+        updated_at = excluded.updated_at";
+
+    /// `?` placeholders as PostgreSQL's `$1, $2, …` (no statement here has a `?` in a literal).
+    pub fn numbered(q: &str) -> String {
+        let mut out = String::with_capacity(q.len() + 16);
+        let mut n = 0;
+        for ch in q.chars() {
+            if ch == '?' {
+                n += 1;
+                out.push('$');
+                out.push_str(&n.to_string());
+            } else {
+                out.push(ch);
+            }
+        }
+        out
+    }
 }
 
 pub mod postgres;
@@ -128,6 +240,11 @@ pub struct EntryRow {
     pub chunk: Option<i64>,
     /// Charges: `reserved`, `committed` or `released` (`None`: committed, as before version 3).
     pub status: Option<String>,
+    /// Who made the entry (`None` on entries written before schema version 5).
+    pub principal: Option<String>,
+    /// A charge: the share of the budget that paid for it (a principal's quota, `*` for the
+    /// unallocated share; `None` when the dataset had no quotas).
+    pub quota: Option<String>,
     pub created_at: String,
 }
 
@@ -153,6 +270,8 @@ impl EntryRow {
             run_id: None,
             chunk: None,
             status: None,
+            principal: None,
+            quota: None,
             created_at,
         }
     }
@@ -188,7 +307,107 @@ pub struct DatasetUpdate {
     /// same transaction (the append fails with [`StoreError::VersionConflict`] if that charge is
     /// not reserved).
     pub settle: Option<(String, String)>,
+    /// Quota rows written (inserted or replaced) in the same transaction.
+    pub quotas: Vec<QuotaRow>,
+    /// The audit record of the change, appended to the dataset's chain in the same transaction.
+    pub audit: Option<AuditDraft>,
     pub updated_at: String,
+}
+
+/// A principal's role on one dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrantRow {
+    pub dataset_id: String,
+    pub principal: String,
+    pub role: String,
+    pub created_at: String,
+}
+
+/// A principal's share of a dataset's budget (principal `*`: the unallocated share) and what
+/// was charged to it: Σμᵢ², Σδᵢ (rounded up, as the dataset's) and the unit count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuotaRow {
+    pub dataset_id: String,
+    pub principal: String,
+    pub mu: f64,
+    pub delta: f64,
+    pub mu_sq_spent: f64,
+    pub delta_spent: f64,
+    pub units: i64,
+    pub updated_at: String,
+}
+
+/// An audit record before the store places it in its chain.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AuditDraft {
+    /// The chain: the dataset's id, or `""` for changes outside datasets (tokens).
+    pub chain: String,
+    pub at: String,
+    /// Who: the principal's name, and the credential (token id) it used.
+    pub principal: String,
+    pub credential: Option<String>,
+    /// What, e.g. `charge.admitted`, `budget.changed`, `token.created`.
+    pub action: String,
+    pub dataset_id: Option<String>,
+    /// The object changed (a charge, run, token or principal).
+    pub target: Option<String>,
+    pub request_id: Option<String>,
+    /// The client's address as the service saw it.
+    pub client: Option<String>,
+    /// JSON of the values before and after.
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// An audit record as stored: its draft, its place in the chain and the chain's hashes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    /// Global order of insertion (the pagination cursor).
+    pub id: i64,
+    pub seq: i64,
+    pub draft: AuditDraft,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// The hash before a chain's first record.
+pub const AUDIT_GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// A record's hash: SHA-256 of the previous record's hash, the record's seq and its draft, as one
+/// JSON array (unambiguous: every field is quoted or `null`). Editing any field of a record, or
+/// deleting or reordering records, breaks the chain from that record on; deleting the last record
+/// is seen against `audit_heads`.
+pub fn audit_hash(prev: &str, seq: i64, d: &AuditDraft) -> String {
+    use sha2::{Digest, Sha256};
+    let fields = serde_json::json!([
+        prev,
+        seq,
+        d.chain,
+        d.at,
+        d.principal,
+        d.credential,
+        d.action,
+        d.dataset_id,
+        d.target,
+        d.request_id,
+        d.client,
+        d.before,
+        d.after
+    ]);
+    format!("{:x}", Sha256::digest(fields.to_string().as_bytes()))
+}
+
+/// Filters of an audit query (every one optional), a cursor (records with `id > after`) and a
+/// page size.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditQuery {
+    pub dataset_id: Option<String>,
+    pub principal: Option<String>,
+    /// RFC 3339 times: `since ≤ at < until`.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub after: i64,
+    pub limit: i64,
 }
 
 /// The filter state written when a version-1 ledger is converted.
@@ -228,17 +447,24 @@ pub enum StoreError {
 /// The storage contract (object-safe so the service holds an `Arc<dyn Store>`).
 #[async_trait]
 pub trait Store: Send + Sync {
-    /// Creates a dataset with its initial (empty) state.
-    async fn create_dataset(&self, row: &DatasetRow, state: &[u8]) -> Result<(), StoreError>;
+    /// Creates a dataset with its initial (empty) state, and its audit record.
+    async fn create_dataset(
+        &self,
+        row: &DatasetRow,
+        state: &[u8],
+        audit: Option<&AuditDraft>,
+    ) -> Result<(), StoreError>;
     /// One dataset.
     async fn get_dataset(&self, id: &str) -> Result<Option<DatasetRow>, StoreError>;
     /// The stored composed state and the version it belongs to.
     async fn get_state(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError>;
-    /// Datasets ordered by id, strictly after `after`.
+    /// Datasets ordered by id, strictly after `after`; with `grantee`, only those it holds a
+    /// grant on.
     async fn list_datasets(
         &self,
         after: Option<&str>,
         limit: i64,
+        grantee: Option<&str>,
     ) -> Result<Vec<DatasetRow>, StoreError>;
     /// The entry that used an idempotency key, if any.
     async fn find_entry_by_key(&self, id: &str, key: &str) -> Result<Option<EntryRow>, StoreError>;
@@ -275,13 +501,48 @@ pub trait Store: Send + Sync {
     ) -> Result<(), StoreError>;
     /// Stores a token; with `only_if_none`, only when no token exists yet (the first start's
     /// admin token, created once even when replicas start together). Returns whether it was stored.
-    async fn create_token(&self, token: &TokenRow, only_if_none: bool) -> Result<bool, StoreError>;
+    async fn create_token(
+        &self,
+        token: &TokenRow,
+        only_if_none: bool,
+        audit: &AuditDraft,
+    ) -> Result<bool, StoreError>;
     /// The token with this hash, if any.
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>, StoreError>;
     /// Every token, oldest first.
     async fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreError>;
-    /// Marks a token revoked at `at` (once); whether a live token was revoked.
-    async fn revoke_token(&self, id: &str, at: &str) -> Result<bool, StoreError>;
+    /// Marks a token revoked at `at` (once); whether a live token was revoked (audited only then).
+    async fn revoke_token(&self, id: &str, at: &str, audit: &AuditDraft)
+        -> Result<bool, StoreError>;
+    /// A principal's role on a dataset, if it holds a grant.
+    async fn grant(&self, dataset_id: &str, principal: &str) -> Result<Option<String>, StoreError>;
+    /// A dataset's grants, by principal.
+    async fn list_grants(&self, dataset_id: &str) -> Result<Vec<GrantRow>, StoreError>;
+    /// Grants (`role` given) or withdraws (`None`) a principal's role on a dataset, with its
+    /// audit record; whether anything changed.
+    async fn set_grant(
+        &self,
+        dataset_id: &str,
+        principal: &str,
+        role: Option<&str>,
+        at: &str,
+        audit: &AuditDraft,
+    ) -> Result<bool, StoreError>;
+    /// A dataset's quotas (with the unallocated share `*` once there is any quota).
+    async fn list_quotas(&self, dataset_id: &str) -> Result<Vec<QuotaRow>, StoreError>;
+    /// Appends an audit record that goes with no other write (a rejected charge).
+    async fn audit(&self, draft: &AuditDraft) -> Result<(), StoreError>;
+    /// Audit records matching `q`, by id.
+    async fn list_audit(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError>;
+    /// One chain's records with seq > `after`, in order.
+    async fn audit_chain(
+        &self,
+        chain: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<AuditRecord>, StoreError>;
+    /// Every chain's head: (chain, last seq, last hash).
+    async fn audit_heads(&self) -> Result<Vec<(String, i64, String)>, StoreError>;
     /// Whether the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
 }

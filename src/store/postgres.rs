@@ -8,8 +8,10 @@
 //! failures surface as [`StoreError::Unavailable`] quickly (short acquire timeout); the pool
 //! reconnects by itself when the database is back.
 
+use super::sql;
 use super::{
-    migration_sql, Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError, TokenRow,
+    audit_hash, migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow,
+    DatasetUpdate, EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, AUDIT_GENESIS,
     MIGRATIONS,
 };
 use async_trait::async_trait;
@@ -116,7 +118,12 @@ async fn migrate(conn: &mut sqlx::PgConnection) -> Result<(), StoreError> {
             continue;
         }
         for stmt in *stmts {
-            sqlx::query(&migration_sql(stmt, "DOUBLE PRECISION", "BIGINT"))
+            sqlx::query(&migration_sql(
+                stmt,
+                "DOUBLE PRECISION",
+                "BIGINT",
+                "BIGSERIAL PRIMARY KEY",
+            ))
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| {
@@ -179,16 +186,110 @@ fn entry_from_row(r: &PgRow) -> EntryRow {
         run_id: r.get("run_id"),
         chunk: r.get("chunk"),
         status: r.get("status"),
+        principal: r.get("principal"),
+        quota: r.get("quota"),
         created_at: r.get("created_at"),
     }
 }
+
+fn quota_from_row(r: &PgRow) -> QuotaRow {
+    QuotaRow {
+        dataset_id: r.get("dataset_id"),
+        principal: r.get("principal"),
+        mu: r.get("mu"),
+        delta: r.get("delta"),
+        mu_sq_spent: r.get("mu_sq_spent"),
+        delta_spent: r.get("delta_spent"),
+        units: r.get("units"),
+        updated_at: r.get("updated_at"),
+    }
+}
+
+fn audit_from_row(r: &PgRow) -> AuditRecord {
+    AuditRecord {
+        id: r.get("id"),
+        seq: r.get("seq"),
+        draft: AuditDraft {
+            chain: r.get("chain"),
+            at: r.get("at"),
+            principal: r.get("principal"),
+            credential: r.get("credential"),
+            action: r.get("action"),
+            dataset_id: r.get("dataset_id"),
+            target: r.get("target"),
+            request_id: r.get("request_id"),
+            client: r.get("client"),
+            before: r.get("before_value"),
+            after: r.get("after_value"),
+        },
+        prev_hash: r.get("prev_hash"),
+        hash: r.get("hash"),
+    }
+}
+
+/// Appends `d` to its chain inside the caller's transaction (see [`super::audit_hash`]).
+async fn insert_audit(
+    conn: &mut sqlx::PgConnection,
+    d: &AuditDraft,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(&sql::numbered(sql::AUDIT_HEAD_INIT))
+        .bind(&d.chain)
+        .bind(AUDIT_GENESIS)
+        .execute(&mut *conn)
+        .await?;
+    let head = sqlx::query(&sql::numbered(sql::AUDIT_HEAD_NEXT))
+        .bind(&d.chain)
+        .fetch_one(&mut *conn)
+        .await?;
+    let (seq, prev): (i64, String) = (head.get("seq"), head.get("hash"));
+    let hash = audit_hash(&prev, seq, d);
+    sqlx::query(&sql::numbered(sql::AUDIT_INSERT))
+        .bind(&d.chain)
+        .bind(seq)
+        .bind(&d.at)
+        .bind(&d.principal)
+        .bind(&d.credential)
+        .bind(&d.action)
+        .bind(&d.dataset_id)
+        .bind(&d.target)
+        .bind(&d.request_id)
+        .bind(&d.client)
+        .bind(&d.before)
+        .bind(&d.after)
+        .bind(&prev)
+        .bind(&hash)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(&sql::numbered(sql::AUDIT_HEAD_SET))
+        .bind(&hash)
+        .bind(&d.chain)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+async fn upsert_quota(conn: &mut sqlx::PgConnection, q: &QuotaRow) -> Result<(), sqlx::Error> {
+    sqlx::query(&sql::numbered(sql::QUOTA_UPSERT))
+        .bind(&q.dataset_id)
+        .bind(&q.principal)
+        .bind(q.mu)
+        .bind(q.delta)
+        .bind(q.mu_sq_spent)
+        .bind(q.delta_spent)
+        .bind(q.units)
+        .bind(&q.updated_at)
+        .execute(&mut *conn)
+        .await
+        .map(|_| ())
+}
+
 
 const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu, budget_delta, \
     grid_step, version, charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, \
     create_hash, created_at, updated_at";
 const ENTRY_COLUMNS: &str = "seq, kind, charge_id, event, label, metadata, idempotency_key, \
     request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, response, ref_id, run_id, \
-    chunk, status, created_at";
+    chunk, status, principal, quota, created_at";
 
 const TOKEN_COLUMNS: &str = "id, name, hash, role, created_at, expires_at, revoked_at";
 
@@ -210,7 +311,13 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 
 #[async_trait]
 impl Store for PostgresStore {
-    async fn create_dataset(&self, row: &DatasetRow, state: &[u8]) -> Result<(), StoreError> {
+    async fn create_dataset(
+        &self,
+        row: &DatasetRow,
+        state: &[u8],
+        audit: Option<&AuditDraft>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let res = sqlx::query(
             "INSERT INTO datasets (id, description, neighboring_relation, budget_mu, budget_delta, \
              grid_step, version, charges, mu_spent, mu_spent_lower, mu_sq_spent, delta_spent, units, \
@@ -237,13 +344,17 @@ impl Store for PostgresStore {
         .bind(state)
         .bind(&row.created_at)
         .bind(&row.updated_at)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await;
         match res {
-            Ok(_) => Ok(()),
-            Err(e) if is_unique_violation(&e) => Err(StoreError::AlreadyExists),
-            Err(e) => Err(unavailable(e)),
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
+            Err(e) => return Err(unavailable(e)),
         }
+        if let Some(a) = audit {
+            insert_audit(&mut tx, a).await.map_err(unavailable)?;
+        }
+        tx.commit().await.map_err(unavailable)
     }
 
     async fn get_dataset(&self, id: &str) -> Result<Option<DatasetRow>, StoreError> {
@@ -269,11 +380,15 @@ impl Store for PostgresStore {
         &self,
         after: Option<&str>,
         limit: i64,
+        grantee: Option<&str>,
     ) -> Result<Vec<DatasetRow>, StoreError> {
-        let q =
-            format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id > $1 ORDER BY id LIMIT $2");
+        let q = format!(
+            "SELECT {DATASET_COLUMNS} FROM datasets WHERE id > $1 AND ($2::text IS NULL OR id IN \
+             (SELECT dataset_id FROM grants WHERE principal = $2)) ORDER BY id LIMIT $3"
+        );
         let rows = sqlx::query(&q)
             .bind(after.unwrap_or(""))
+            .bind(grantee)
             .bind(limit)
             .fetch_all(&self.pool)
             .await
@@ -403,13 +518,19 @@ impl Store for PostgresStore {
                 return Err(StoreError::VersionConflict);
             }
         }
+        for q in &update.quotas {
+            upsert_quota(&mut tx, q).await.map_err(unavailable)?;
+        }
+        if let Some(a) = &update.audit {
+            insert_audit(&mut tx, a).await.map_err(unavailable)?;
+        }
         let seq = expected_version + 1;
         let ins = sqlx::query(
             "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
              idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, \
-             response, ref_id, run_id, chunk, status, created_at) \
+             response, ref_id, run_id, chunk, status, principal, quota, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20)",
+             $18, $19, $20, $21, $22)",
         )
         .bind(id)
         .bind(seq)
@@ -430,6 +551,8 @@ impl Store for PostgresStore {
         .bind(&entry.run_id)
         .bind(entry.chunk)
         .bind(&entry.status)
+        .bind(&entry.principal)
+        .bind(&entry.quota)
         .bind(&entry.created_at)
         .execute(&mut *tx)
         .await;
@@ -480,7 +603,12 @@ impl Store for PostgresStore {
         tx.commit().await.map_err(unavailable)
     }
 
-    async fn create_token(&self, t: &TokenRow, only_if_none: bool) -> Result<bool, StoreError> {
+    async fn create_token(
+        &self,
+        t: &TokenRow,
+        only_if_none: bool,
+        audit: &AuditDraft,
+    ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         if only_if_none {
             // Replicas starting together: one of them creates the first token.
@@ -510,6 +638,7 @@ impl Store for PostgresStore {
         .execute(&mut *tx)
         .await
         .map_err(unavailable)?;
+        insert_audit(&mut tx, audit).await.map_err(unavailable)?;
         tx.commit().await.map_err(unavailable)?;
         Ok(true)
     }
@@ -535,16 +664,146 @@ impl Store for PostgresStore {
         Ok(rows.iter().map(token_from_row).collect())
     }
 
-    async fn revoke_token(&self, id: &str, at: &str) -> Result<bool, StoreError> {
+    async fn revoke_token(
+        &self,
+        id: &str,
+        at: &str,
+        audit: &AuditDraft,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let res =
             sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
                 .bind(at)
                 .bind(id)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await
                 .map_err(unavailable)?;
-        Ok(res.rows_affected() == 1)
+        if res.rows_affected() != 1 {
+            return Ok(false);
+        }
+        insert_audit(&mut tx, audit).await.map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(true)
     }
+
+    async fn grant(&self, dataset_id: &str, principal: &str) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar(&sql::numbered(sql::GRANT_GET))
+            .bind(dataset_id)
+            .bind(principal)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn list_grants(&self, dataset_id: &str) -> Result<Vec<GrantRow>, StoreError> {
+        let rows = sqlx::query(&sql::numbered(sql::GRANT_LIST))
+            .bind(dataset_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .map(|r| GrantRow {
+                dataset_id: r.get("dataset_id"),
+                principal: r.get("principal"),
+                role: r.get("role"),
+                created_at: r.get("created_at"),
+            })
+            .collect())
+    }
+
+    async fn set_grant(
+        &self,
+        dataset_id: &str,
+        principal: &str,
+        role: Option<&str>,
+        at: &str,
+        audit: &AuditDraft,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let res = match role {
+            Some(role) => sqlx::query(&sql::numbered(sql::GRANT_UPSERT))
+                .bind(dataset_id)
+                .bind(principal)
+                .bind(role)
+                .bind(at)
+                .execute(&mut *tx)
+                .await,
+            None => sqlx::query(&sql::numbered(sql::GRANT_DELETE))
+                .bind(dataset_id)
+                .bind(principal)
+                .execute(&mut *tx)
+                .await,
+        }
+        .map_err(unavailable)?;
+        if res.rows_affected() == 0 {
+            return Ok(false);
+        }
+        insert_audit(&mut tx, audit).await.map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(true)
+    }
+
+    async fn list_quotas(&self, dataset_id: &str) -> Result<Vec<QuotaRow>, StoreError> {
+        let rows = sqlx::query(&sql::numbered(sql::QUOTA_LIST))
+            .bind(dataset_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(quota_from_row).collect())
+    }
+
+    async fn audit(&self, draft: &AuditDraft) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        insert_audit(&mut tx, draft).await.map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)
+    }
+
+    async fn list_audit(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        let rows = sqlx::query(&sql::numbered(sql::AUDIT_QUERY))
+            .bind(q.after)
+            .bind(&q.dataset_id)
+            .bind(&q.dataset_id)
+            .bind(&q.principal)
+            .bind(&q.principal)
+            .bind(&q.since)
+            .bind(&q.since)
+            .bind(&q.until)
+            .bind(&q.until)
+            .bind(q.limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(audit_from_row).collect())
+    }
+
+    async fn audit_chain(
+        &self,
+        chain: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        let rows = sqlx::query(&sql::numbered(sql::AUDIT_CHAIN))
+            .bind(chain)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(audit_from_row).collect())
+    }
+
+    async fn audit_heads(&self) -> Result<Vec<(String, i64, String)>, StoreError> {
+        let rows = sqlx::query(&sql::numbered(sql::AUDIT_HEADS))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get("chain"), r.get("seq"), r.get("hash")))
+            .collect())
+    }
+
 
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1")

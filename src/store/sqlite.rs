@@ -4,8 +4,10 @@
 //! on disk and survives a crash of the process (or of the machine). Writers serialise on SQLite's
 //! write lock; `busy_timeout` makes concurrent writers wait instead of failing.
 
+use super::sql;
 use super::{
-    migration_sql, Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError, TokenRow,
+    audit_hash, migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow,
+    DatasetUpdate, EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, AUDIT_GENESIS,
     MIGRATIONS,
 };
 use async_trait::async_trait;
@@ -122,7 +124,12 @@ async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
                     .await?;
             if current.unwrap_or(1) < *version {
                 for stmt in *stmts {
-                    sqlx::query(&migration_sql(stmt, "REAL", "INTEGER"))
+                    sqlx::query(&migration_sql(
+                        stmt,
+                        "REAL",
+                        "INTEGER",
+                        "INTEGER PRIMARY KEY AUTOINCREMENT",
+                    ))
                         .execute(&mut *conn)
                         .await?;
                 }
@@ -191,8 +198,101 @@ fn entry_from_row(r: &SqliteRow) -> EntryRow {
         run_id: r.get("run_id"),
         chunk: r.get("chunk"),
         status: r.get("status"),
+        principal: r.get("principal"),
+        quota: r.get("quota"),
         created_at: r.get("created_at"),
     }
+}
+
+fn quota_from_row(r: &SqliteRow) -> QuotaRow {
+    QuotaRow {
+        dataset_id: r.get("dataset_id"),
+        principal: r.get("principal"),
+        mu: r.get("mu"),
+        delta: r.get("delta"),
+        mu_sq_spent: r.get("mu_sq_spent"),
+        delta_spent: r.get("delta_spent"),
+        units: r.get("units"),
+        updated_at: r.get("updated_at"),
+    }
+}
+
+fn audit_from_row(r: &SqliteRow) -> AuditRecord {
+    AuditRecord {
+        id: r.get("id"),
+        seq: r.get("seq"),
+        draft: AuditDraft {
+            chain: r.get("chain"),
+            at: r.get("at"),
+            principal: r.get("principal"),
+            credential: r.get("credential"),
+            action: r.get("action"),
+            dataset_id: r.get("dataset_id"),
+            target: r.get("target"),
+            request_id: r.get("request_id"),
+            client: r.get("client"),
+            before: r.get("before_value"),
+            after: r.get("after_value"),
+        },
+        prev_hash: r.get("prev_hash"),
+        hash: r.get("hash"),
+    }
+}
+
+/// Appends `d` to its chain inside the caller's transaction (see [`super::audit_hash`]).
+async fn insert_audit(
+    conn: &mut sqlx::SqliteConnection,
+    d: &AuditDraft,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(sql::AUDIT_HEAD_INIT)
+        .bind(&d.chain)
+        .bind(AUDIT_GENESIS)
+        .execute(&mut *conn)
+        .await?;
+    let head = sqlx::query(sql::AUDIT_HEAD_NEXT)
+        .bind(&d.chain)
+        .fetch_one(&mut *conn)
+        .await?;
+    let (seq, prev): (i64, String) = (head.get("seq"), head.get("hash"));
+    let hash = audit_hash(&prev, seq, d);
+    sqlx::query(sql::AUDIT_INSERT)
+        .bind(&d.chain)
+        .bind(seq)
+        .bind(&d.at)
+        .bind(&d.principal)
+        .bind(&d.credential)
+        .bind(&d.action)
+        .bind(&d.dataset_id)
+        .bind(&d.target)
+        .bind(&d.request_id)
+        .bind(&d.client)
+        .bind(&d.before)
+        .bind(&d.after)
+        .bind(&prev)
+        .bind(&hash)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(sql::AUDIT_HEAD_SET)
+        .bind(&hash)
+        .bind(&d.chain)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+async fn upsert_quota(conn: &mut sqlx::SqliteConnection, q: &QuotaRow) -> Result<(), sqlx::Error> {
+    sqlx::query(sql::QUOTA_UPSERT)
+        .bind(&q.dataset_id)
+        .bind(&q.principal)
+        .bind(q.mu)
+        .bind(q.delta)
+        .bind(q.mu_sq_spent)
+        .bind(q.delta_spent)
+        .bind(q.units)
+        .bind(&q.updated_at)
+        .execute(&mut *conn)
+        .await
+        .map(|_| ())
 }
 
 const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu, budget_delta, \
@@ -200,7 +300,7 @@ const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu,
     create_hash, created_at, updated_at";
 const ENTRY_COLUMNS: &str = "seq, kind, charge_id, event, label, metadata, idempotency_key, \
     request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, response, ref_id, run_id, \
-    chunk, status, created_at";
+    chunk, status, principal, quota, created_at";
 
 const TOKEN_COLUMNS: &str = "id, name, hash, role, created_at, expires_at, revoked_at";
 
@@ -222,7 +322,13 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 
 #[async_trait]
 impl Store for SqliteStore {
-    async fn create_dataset(&self, row: &DatasetRow, state: &[u8]) -> Result<(), StoreError> {
+    async fn create_dataset(
+        &self,
+        row: &DatasetRow,
+        state: &[u8],
+        audit: Option<&AuditDraft>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let res = sqlx::query(
             "INSERT INTO datasets (id, description, neighboring_relation, budget_mu, budget_delta, \
              grid_step, version, charges, mu_spent, mu_spent_lower, mu_sq_spent, delta_spent, units, \
@@ -248,13 +354,17 @@ impl Store for SqliteStore {
         .bind(state)
         .bind(&row.created_at)
         .bind(&row.updated_at)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await;
         match res {
-            Ok(_) => Ok(()),
-            Err(e) if is_unique_violation(&e) => Err(StoreError::AlreadyExists),
-            Err(e) => Err(unavailable(e)),
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
+            Err(e) => return Err(unavailable(e)),
         }
+        if let Some(a) = audit {
+            insert_audit(&mut tx, a).await.map_err(unavailable)?;
+        }
+        tx.commit().await.map_err(unavailable)
     }
 
     async fn get_dataset(&self, id: &str) -> Result<Option<DatasetRow>, StoreError> {
@@ -280,10 +390,16 @@ impl Store for SqliteStore {
         &self,
         after: Option<&str>,
         limit: i64,
+        grantee: Option<&str>,
     ) -> Result<Vec<DatasetRow>, StoreError> {
-        let q = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id > ? ORDER BY id LIMIT ?");
+        let q = format!(
+            "SELECT {DATASET_COLUMNS} FROM datasets WHERE id > ? AND (? IS NULL OR id IN \
+             (SELECT dataset_id FROM grants WHERE principal = ?)) ORDER BY id LIMIT ?"
+        );
         let rows = sqlx::query(&q)
             .bind(after.unwrap_or(""))
+            .bind(grantee)
+            .bind(grantee)
             .bind(limit)
             .fetch_all(&self.pool)
             .await
@@ -413,12 +529,18 @@ impl Store for SqliteStore {
                 return Err(StoreError::VersionConflict);
             }
         }
+        for q in &update.quotas {
+            upsert_quota(&mut tx, q).await.map_err(unavailable)?;
+        }
+        if let Some(a) = &update.audit {
+            insert_audit(&mut tx, a).await.map_err(unavailable)?;
+        }
         let seq = expected_version + 1;
         let ins = sqlx::query(
             "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
              idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, \
-             response, ref_id, run_id, chunk, status, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             response, ref_id, run_id, chunk, status, principal, quota, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(id)
         .bind(seq)
@@ -439,6 +561,8 @@ impl Store for SqliteStore {
         .bind(&entry.run_id)
         .bind(entry.chunk)
         .bind(&entry.status)
+        .bind(&entry.principal)
+        .bind(&entry.quota)
         .bind(&entry.created_at)
         .execute(&mut *tx)
         .await;
@@ -490,7 +614,13 @@ impl Store for SqliteStore {
         tx.commit().await.map_err(unavailable)
     }
 
-    async fn create_token(&self, t: &TokenRow, only_if_none: bool) -> Result<bool, StoreError> {
+    async fn create_token(
+        &self,
+        t: &TokenRow,
+        only_if_none: bool,
+        audit: &AuditDraft,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let q = if only_if_none {
             "INSERT INTO tokens (id, name, hash, role, created_at, expires_at, revoked_at) \
              SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM tokens)"
@@ -506,10 +636,15 @@ impl Store for SqliteStore {
             .bind(&t.created_at)
             .bind(&t.expires_at)
             .bind(&t.revoked_at)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(unavailable)?;
-        Ok(res.rows_affected() == 1)
+        if res.rows_affected() != 1 {
+            return Ok(false);
+        }
+        insert_audit(&mut tx, audit).await.map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(true)
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>, StoreError> {
@@ -533,15 +668,144 @@ impl Store for SqliteStore {
         Ok(rows.iter().map(token_from_row).collect())
     }
 
-    async fn revoke_token(&self, id: &str, at: &str) -> Result<bool, StoreError> {
+    async fn revoke_token(
+        &self,
+        id: &str,
+        at: &str,
+        audit: &AuditDraft,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let res =
             sqlx::query("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
                 .bind(at)
                 .bind(id)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await
                 .map_err(unavailable)?;
-        Ok(res.rows_affected() == 1)
+        if res.rows_affected() != 1 {
+            return Ok(false);
+        }
+        insert_audit(&mut tx, audit).await.map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(true)
+    }
+
+    async fn grant(&self, dataset_id: &str, principal: &str) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar(sql::GRANT_GET)
+            .bind(dataset_id)
+            .bind(principal)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn list_grants(&self, dataset_id: &str) -> Result<Vec<GrantRow>, StoreError> {
+        let rows = sqlx::query(sql::GRANT_LIST)
+            .bind(dataset_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .map(|r| GrantRow {
+                dataset_id: r.get("dataset_id"),
+                principal: r.get("principal"),
+                role: r.get("role"),
+                created_at: r.get("created_at"),
+            })
+            .collect())
+    }
+
+    async fn set_grant(
+        &self,
+        dataset_id: &str,
+        principal: &str,
+        role: Option<&str>,
+        at: &str,
+        audit: &AuditDraft,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        let res = match role {
+            Some(role) => sqlx::query(sql::GRANT_UPSERT)
+                .bind(dataset_id)
+                .bind(principal)
+                .bind(role)
+                .bind(at)
+                .execute(&mut *tx)
+                .await,
+            None => sqlx::query(sql::GRANT_DELETE)
+                .bind(dataset_id)
+                .bind(principal)
+                .execute(&mut *tx)
+                .await,
+        }
+        .map_err(unavailable)?;
+        if res.rows_affected() == 0 {
+            return Ok(false);
+        }
+        insert_audit(&mut tx, audit).await.map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(true)
+    }
+
+    async fn list_quotas(&self, dataset_id: &str) -> Result<Vec<QuotaRow>, StoreError> {
+        let rows = sqlx::query(sql::QUOTA_LIST)
+            .bind(dataset_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(quota_from_row).collect())
+    }
+
+    async fn audit(&self, draft: &AuditDraft) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        insert_audit(&mut tx, draft).await.map_err(unavailable)?;
+        tx.commit().await.map_err(unavailable)
+    }
+
+    async fn list_audit(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        let rows = sqlx::query(sql::AUDIT_QUERY)
+            .bind(q.after)
+            .bind(&q.dataset_id)
+            .bind(&q.dataset_id)
+            .bind(&q.principal)
+            .bind(&q.principal)
+            .bind(&q.since)
+            .bind(&q.since)
+            .bind(&q.until)
+            .bind(&q.until)
+            .bind(q.limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(audit_from_row).collect())
+    }
+
+    async fn audit_chain(
+        &self,
+        chain: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        let rows = sqlx::query(sql::AUDIT_CHAIN)
+            .bind(chain)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(audit_from_row).collect())
+    }
+
+    async fn audit_heads(&self) -> Result<Vec<(String, i64, String)>, StoreError> {
+        let rows = sqlx::query(sql::AUDIT_HEADS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get("chain"), r.get("seq"), r.get("hash")))
+            .collect())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

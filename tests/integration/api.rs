@@ -56,7 +56,7 @@ impl TestApp {
         );
         let token = st
             .ledgers
-            .create_token("tests", "admin", None)
+            .create_token(&privacy_ledger::ledger::auth::Actor::operator(), "tests", "admin", None)
             .await
             .unwrap()
             .secret;

@@ -78,7 +78,7 @@ async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
     .await;
     let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
     let t = ledgers
-        .create_token("analyst 7", "analyst", None)
+        .create_token(&privacy_ledger::ledger::auth::Actor::operator(), "analyst 7", "analyst", None)
         .await
         .unwrap();
     assert!(t.secret.starts_with("pl_") && t.secret.len() == 67);
@@ -101,14 +101,14 @@ async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
         .windows(t.secret.len())
         .any(|w| w == t.secret.as_bytes()));
     // Listing shows the token without its secret.
-    let listed = ledgers.list_tokens().await.unwrap();
+    let listed = ledgers.list_tokens(&privacy_ledger::ledger::auth::Actor::operator()).await.unwrap();
     assert!(listed
         .iter()
         .any(|x| x.id == t.token.id && x.role == "analyst"));
     assert!(!serde_json::to_string(&listed).unwrap().contains(&t.secret));
     // Revoked through one process, refused by both at once.
-    assert!(ledgers.revoke_token(&t.token.id).await.unwrap());
-    assert!(!ledgers.revoke_token(&t.token.id).await.unwrap());
+    assert!(ledgers.revoke_token(&privacy_ledger::ledger::auth::Actor::operator(), &t.token.id).await.unwrap());
+    assert!(!ledgers.revoke_token(&privacy_ledger::ledger::auth::Actor::operator(), &t.token.id).await.unwrap());
     for app in [&a, &b] {
         let (s, _) = app
             .call("GET", "/v1/datasets", None, &[("authorization", &bearer)])
@@ -117,7 +117,7 @@ async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
     }
     // Expired.
     let old = ledgers
-        .create_token("short", "auditor", Some(chrono::Duration::seconds(-1)))
+        .create_token(&privacy_ledger::ledger::auth::Actor::operator(), "short", "auditor", Some(chrono::Duration::seconds(-1)))
         .await
         .unwrap();
     let (s, _) = a
@@ -249,7 +249,7 @@ async fn roles_admit_exactly_their_actions() {
         ),
     ];
     for role in ["admin", "analyst", "auditor"] {
-        let t = ledgers.create_token(role, role, None).await.unwrap();
+        let t = ledgers.create_token(&privacy_ledger::ledger::auth::Actor::operator(), role, role, None).await.unwrap();
         let bearer = format!("Bearer {}", t.secret);
         for (m, uri, body, action) in &calls {
             let allowed = match role {

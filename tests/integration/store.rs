@@ -1,7 +1,10 @@
 //! The store contract, run against SQLite always and PostgreSQL when `TEST_DATABASE_URL` is set.
 
 use privacy_ledger::app::open_store;
-use privacy_ledger::store::{DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
+use privacy_ledger::store::{
+    audit_hash, AuditDraft, AuditQuery, DatasetRow, DatasetUpdate, EntryRow, QuotaRow, Store,
+    StoreError, AUDIT_GENESIS,
+};
 use std::sync::Arc;
 
 /// The PostgreSQL URL for tests, if any (`.ci/run` sets it; without it those tests are skipped).
@@ -53,6 +56,8 @@ fn entry(key: Option<&str>) -> EntryRow {
         run_id: None,
         chunk: None,
         status: Some("committed".into()),
+        principal: Some("alice".into()),
+        quota: None,
         created_at: "2026-01-01T00:00:01.000Z".into(),
     }
 }
@@ -69,7 +74,25 @@ fn update(charges: i64, mu: f64) -> DatasetUpdate {
         exact_mu: Some(mu),
         reserved: 0,
         settle: None,
+        quotas: Vec::new(),
+        audit: None,
         updated_at: "2026-01-01T00:00:01.000Z".into(),
+    }
+}
+
+fn draft(chain: &str, action: &str) -> AuditDraft {
+    AuditDraft {
+        chain: chain.into(),
+        at: "2026-01-01T00:00:02.000Z".into(),
+        principal: "alice".into(),
+        credential: Some("t1".into()),
+        action: action.into(),
+        dataset_id: (!chain.is_empty()).then(|| chain.to_owned()),
+        target: None,
+        request_id: Some("r1".into()),
+        client: Some("127.0.0.1:5".into()),
+        before: None,
+        after: Some("{\"x\":1}".into()),
     }
 }
 
@@ -77,9 +100,9 @@ async fn contract(store: Arc<dyn Store>) {
     let p = uuid::Uuid::new_v4().simple().to_string();
     let id = format!("{p}-a");
     store.ping().await.unwrap();
-    store.create_dataset(&dataset(&id), b"s0").await.unwrap();
+    store.create_dataset(&dataset(&id), b"s0", None).await.unwrap();
     assert_eq!(
-        store.create_dataset(&dataset(&id), b"s0").await,
+        store.create_dataset(&dataset(&id), b"s0", None).await,
         Err(StoreError::AlreadyExists)
     );
     assert_eq!(store.get_dataset(&id).await.unwrap().unwrap(), dataset(&id));
@@ -187,15 +210,89 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(store.get_dataset(&id).await.unwrap().unwrap().version, 4);
 
     store
-        .create_dataset(&dataset(&format!("{p}-b")), b"")
+        .create_dataset(&dataset(&format!("{p}-b")), b"", None)
         .await
         .unwrap();
     let page = store
-        .list_datasets(Some(&format!("{p}-a")), 10)
+        .list_datasets(Some(&format!("{p}-a")), 10, None)
         .await
         .unwrap();
     assert!(page.iter().any(|d| d.id == format!("{p}-b")));
     assert!(page.iter().all(|d| d.id.as_str() > id.as_str()));
+
+    // Grants: listing by grantee shows only granted datasets; a grant is changed and withdrawn,
+    // each with its audit record.
+    let b = format!("{p}-b");
+    assert_eq!(store.grant(&b, "bob").await.unwrap(), None);
+    let g = draft(&b, "grant.set");
+    assert!(store.set_grant(&b, "bob", Some("analyst"), "t", &g).await.unwrap());
+    assert_eq!(store.grant(&b, "bob").await.unwrap().as_deref(), Some("analyst"));
+    let mine = store.list_datasets(None, 10_000, Some("bob")).await.unwrap();
+    assert_eq!(mine.iter().map(|d| d.id.clone()).collect::<Vec<_>>(), vec![b.clone()]);
+    assert!(store.set_grant(&b, "bob", Some("auditor"), "t", &g).await.unwrap());
+    assert_eq!(store.list_grants(&b).await.unwrap()[0].role, "auditor");
+    assert!(store.set_grant(&b, "bob", None, "t", &g).await.unwrap());
+    assert!(!store.set_grant(&b, "bob", None, "t", &g).await.unwrap());
+    assert!(store.list_datasets(None, 10, Some("bob")).await.unwrap().is_empty());
+
+    // Quotas are written with an append, in its transaction (not at all when it fails).
+    let q = QuotaRow {
+        dataset_id: id.clone(),
+        principal: "alice".into(),
+        mu: 0.5,
+        delta: 0.0,
+        mu_sq_spent: 0.01,
+        delta_spent: 0.0,
+        units: 1,
+        updated_at: "t".into(),
+    };
+    let mut u = update(2, 0.2);
+    u.quotas = vec![q.clone()];
+    u.audit = Some(draft(&id, "quota.set"));
+    assert_eq!(
+        store.append(&id, 3, &entry(None), &u, None).await,
+        Err(StoreError::VersionConflict)
+    );
+    assert!(store.list_quotas(&id).await.unwrap().is_empty());
+    assert_eq!(store.append(&id, 4, &entry(None), &u, None).await, Ok(5));
+    assert_eq!(store.list_quotas(&id).await.unwrap(), vec![q.clone()]);
+    let e5 = store.list_entries(&id, None, 4, 1).await.unwrap();
+    assert_eq!(e5[0].principal.as_deref(), Some("alice"));
+
+    // The audit chain of the dataset: the three grant records went to chain b, the quota record
+    // (once: the failed append wrote none) to chain id; hashes link, heads agree.
+    store.audit(&draft(&id, "unit.rejected")).await.unwrap();
+    let chain = store.audit_chain(&id, 0, 100).await.unwrap();
+    assert_eq!(
+        chain.iter().map(|r| (r.seq, r.draft.action.as_str())).collect::<Vec<_>>(),
+        vec![(1, "quota.set"), (2, "unit.rejected")]
+    );
+    assert_eq!(chain[0].prev_hash, AUDIT_GENESIS);
+    assert_eq!(chain[1].prev_hash, chain[0].hash);
+    assert_eq!(chain[1].hash, audit_hash(&chain[0].hash, 2, &chain[1].draft));
+    let heads = store.audit_heads().await.unwrap();
+    assert!(heads.contains(&(id.clone(), 2, chain[1].hash.clone())));
+    assert_eq!(store.audit_chain(&b, 0, 100).await.unwrap().len(), 3);
+    let by_dataset = store
+        .list_audit(&AuditQuery {
+            dataset_id: Some(id.clone()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_dataset.len(), 2);
+    assert!(by_dataset[0].id < by_dataset[1].id);
+    let later = store
+        .list_audit(&AuditQuery {
+            dataset_id: Some(id.clone()),
+            since: Some("2026-01-01T00:00:03.000Z".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(later.is_empty());
 }
 
 #[tokio::test]
@@ -223,7 +320,7 @@ async fn concurrent_appends_on_postgres_never_both_win() {
     };
     let store = open_store(&url).await.unwrap();
     let id = format!("{}-race", uuid::Uuid::new_v4().simple());
-    store.create_dataset(&dataset(&id), b"").await.unwrap();
+    store.create_dataset(&dataset(&id), b"", None).await.unwrap();
     let mut tasks = Vec::new();
     for _ in 0..16 {
         let (store, id) = (store.clone(), id.clone());
