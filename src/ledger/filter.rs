@@ -210,6 +210,10 @@ impl Budget {
     /// √(μ_B² − Σμᵢ²): the largest μ a further unit can have (rounded down, so a Gaussian unit of
     /// exactly this μ is admitted).
     pub fn remaining_mu(&self, s: &FilterState) -> f64 {
+        // Nothing spent: the whole budget (a unit of exactly μ_B is admitted).
+        if s.mu_sq == 0.0 {
+            return self.mu();
+        }
         let b2 = rounding::mul_down(self.mu(), self.mu());
         if s.mu_sq >= b2 {
             return 0.0;

@@ -74,7 +74,10 @@ impl TestApp {
         body: Option<&Value>,
         headers: &[(&str, &str)],
     ) -> (StatusCode, Value) {
-        let mut req = Request::builder().method(method).uri(uri);
+        // The client's address, as `serve` gives it (the audit log records it).
+        let mut req = Request::builder().method(method).uri(uri).extension(
+            axum::extract::ConnectInfo(std::net::SocketAddr::from(([192, 0, 2, 7], 40000))),
+        );
         if !headers
             .iter()
             .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
@@ -107,6 +110,16 @@ impl TestApp {
 
     pub async fn get(&self, uri: &str) -> (StatusCode, Value) {
         self.call("GET", uri, None, &[]).await
+    }
+
+    /// A token for principal `name` with global role `role`, made through the API; its
+    /// `Authorization` header value.
+    pub async fn bearer(&self, name: &str, role: &str) -> String {
+        let (s, b) = self
+            .post("/v1/tokens", json!({"name": name, "role": role}))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+        format!("Bearer {}", b["secret"].as_str().unwrap())
     }
 
     pub async fn dataset(&self, id: &str, mu: f64) {

@@ -1,5 +1,6 @@
 //! One integration-test binary (faster to link than one per file); each module is a topic.
 
+mod access;
 mod accuracy;
 mod api;
 mod auth;

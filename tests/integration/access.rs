@@ -1,0 +1,319 @@
+//! Grants, quotas and the audit log (issue 11), through the real router.
+
+use crate::api::{temp_dir, TestApp};
+use axum::http::StatusCode;
+use privacy_ledger::app::open_store;
+use privacy_ledger::http::Limits;
+use serde_json::{json, Value};
+
+async fn sqlite_app(tag: &str) -> (TestApp, String) {
+    let dir = temp_dir(tag);
+    let url = format!("sqlite://{}", dir.join("l.db").display());
+    let app = TestApp::over_store(open_store(&url).await.unwrap(), Limits::default(), dir).await;
+    (app, url)
+}
+
+fn gdp(mu: f64) -> Value {
+    json!({"event": {"type": "gdp", "mu": mu}})
+}
+
+/// Every dataset route, for a dataset id: (method, uri, body).
+fn dataset_routes(id: &str) -> Vec<(&'static str, String, Option<Value>)> {
+    vec![
+        ("GET", format!("/v1/datasets/{id}"), None),
+        ("PATCH", format!("/v1/datasets/{id}"), Some(json!({"budget": {"mu": 5.0}}))),
+        ("GET", format!("/v1/datasets/{id}/charges"), None),
+        ("POST", format!("/v1/datasets/{id}/charges"), Some(gdp(0.1))),
+        ("POST", format!("/v1/datasets/{id}/charges/preview"), Some(gdp(0.1))),
+        ("POST", format!("/v1/datasets/{id}/charges/c/commit"), None),
+        (
+            "POST",
+            format!("/v1/datasets/{id}/charges/c/release"),
+            Some(json!({"outputs_released": false})),
+        ),
+        (
+            "POST",
+            format!("/v1/datasets/{id}/runs"),
+            Some(json!({"event": {"type": "gdp", "mu": 0.1}, "steps": 2})),
+        ),
+        ("GET", format!("/v1/datasets/{id}/runs/r"), None),
+        ("POST", format!("/v1/datasets/{id}/runs/r/chunks"), None),
+        ("GET", format!("/v1/datasets/{id}/report"), None),
+        ("GET", format!("/v1/datasets/{id}/tradeoff?points=5"), None),
+        (
+            "POST",
+            format!("/v1/datasets/{id}/calibrate"),
+            Some(json!({"event": {"type": "gaussian", "noise_multiplier": 1.0},
+                        "free_parameter": "noise_multiplier"})),
+        ),
+        ("GET", format!("/v1/datasets/{id}/grants"), None),
+        ("PUT", format!("/v1/datasets/{id}/grants/x"), Some(json!({"role": "analyst"}))),
+        ("DELETE", format!("/v1/datasets/{id}/grants/x"), None),
+        ("GET", format!("/v1/datasets/{id}/quotas"), None),
+        (
+            "PUT",
+            format!("/v1/datasets/{id}/quotas/x"),
+            Some(json!({"mu": 0.1, "delta": 0.0})),
+        ),
+        ("GET", format!("/v1/audit?dataset_id={id}"), None),
+    ]
+}
+
+/// A principal without a grant learns nothing about a dataset: every route answers exactly as for
+/// a dataset that does not exist (404, same body but the id), the listing leaves it out, and
+/// nothing is written. With a grant, its role decides (403 beyond it).
+#[tokio::test]
+async fn a_principal_sees_and_spends_only_where_it_holds_a_grant() {
+    let (app, _) = sqlite_app("grants").await;
+    app.dataset("alpha", 1.0).await;
+    app.dataset("beta", 1.0).await;
+    let carol = app.bearer("carol", "none").await;
+    let as_carol = |m: &'static str, uri: String, body: Option<Value>| {
+        let (app, carol) = (&app, carol.clone());
+        async move {
+            app.call(m, &uri, body.as_ref(), &[("authorization", &carol)])
+                .await
+        }
+    };
+    // No grant anywhere: an empty listing, 404 everywhere.
+    let (s, b) = as_carol("GET", "/v1/datasets".into(), None).await;
+    assert_eq!((s, b["items"].clone()), (StatusCode::OK, json!([])));
+    let mut leaks = 0;
+    for ((m, uri, body), (_, ghost, gbody)) in dataset_routes("beta")
+        .into_iter()
+        .zip(dataset_routes("no-such-dataset"))
+    {
+        let (s, b) = as_carol(m, uri.clone(), body).await;
+        let (gs, gb) = as_carol(m, ghost, gbody).await;
+        let same = s == gs
+            && b["error"] == gb["error"]
+            && b["message"].as_str().map(|t| t.replace("beta", "no-such-dataset"))
+                == gb["message"].as_str().map(str::to_owned);
+        if s != StatusCode::NOT_FOUND || !same {
+            leaks += 1;
+            eprintln!("leak: {m} {uri}: {s} {b} vs {gs} {gb}");
+        }
+    }
+    assert_eq!(leaks, 0);
+    // An analyst grant on alpha: listed, readable, spendable; administration refused (403).
+    let (s, _) = app
+        .call("PUT", "/v1/datasets/alpha/grants/carol", Some(&json!({"role": "analyst"})), &[])
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, b) = as_carol("GET", "/v1/datasets".into(), None).await;
+    let ids: Vec<_> = b["items"].as_array().unwrap().iter().map(|d| d["id"].clone()).collect();
+    assert_eq!(ids, vec![json!("alpha")]);
+    let (s, b) = as_carol("POST", "/v1/datasets/alpha/charges".into(), Some(gdp(0.3))).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    for (m, uri, body) in [
+        ("PATCH", "/v1/datasets/alpha", Some(json!({"budget": {"mu": 9.0}}))),
+        ("PUT", "/v1/datasets/alpha/grants/carol", Some(json!({"role": "admin"}))),
+        ("PUT", "/v1/datasets/alpha/quotas/carol", Some(json!({"mu": 1.0, "delta": 0.0}))),
+        ("GET", "/v1/datasets/alpha/grants", None),
+        ("GET", "/v1/audit?dataset_id=alpha", None),
+        ("GET", "/v1/audit", None),
+        ("GET", "/v1/tokens", None),
+        ("GET", "/metrics", None),
+        ("POST", "/v1/datasets", Some(json!({"id": "gamma", "budget": {"mu": 1.0}}))),
+    ] {
+        let (s, b) = as_carol(m, uri.into(), body).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{m} {uri}: {b}");
+    }
+    assert_eq!(app.get("/v1/datasets/alpha").await.1["budget"]["mu"], 1.0);
+    // Beta is still invisible.
+    assert_eq!(as_carol("GET", "/v1/datasets/beta".into(), None).await.0, StatusCode::NOT_FOUND);
+    // An auditor grant: reads, including the dataset's audit records and grants; spends nothing.
+    let dave = app.bearer("dave", "none").await;
+    app.call("PUT", "/v1/datasets/beta/grants/dave", Some(&json!({"role": "auditor"})), &[])
+        .await;
+    let dv = |m: &'static str, uri: &'static str, body: Option<Value>| {
+        let (app, dave) = (&app, dave.clone());
+        async move { app.call(m, uri, body.as_ref(), &[("authorization", &dave)]).await }
+    };
+    assert_eq!(dv("GET", "/v1/datasets/beta/report", None).await.0, StatusCode::OK);
+    assert_eq!(dv("GET", "/v1/datasets/beta/grants", None).await.0, StatusCode::OK);
+    assert_eq!(dv("GET", "/v1/audit?dataset_id=beta", None).await.0, StatusCode::OK);
+    assert_eq!(
+        dv("POST", "/v1/datasets/beta/charges", Some(gdp(0.1))).await.0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(dv("GET", "/v1/datasets/alpha", None).await.0, StatusCode::NOT_FOUND);
+    // Withdrawn: invisible again at once.
+    let (s, _) = app.call("DELETE", "/v1/datasets/alpha/grants/carol", None, &[]).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    assert_eq!(as_carol("GET", "/v1/datasets/alpha".into(), None).await.0, StatusCode::NOT_FOUND);
+    // A global auditor sees everything and spends nothing (403, it knows the dataset).
+    let eve = app.bearer("eve", "auditor").await;
+    let (s, b) = app.call("GET", "/v1/datasets", None, &[("authorization", &eve)]).await;
+    assert_eq!((s, b["items"].as_array().unwrap().len()), (StatusCode::OK, 2));
+    let (s, _) = app
+        .call("POST", "/v1/datasets/beta/charges", Some(&gdp(0.1)), &[("authorization", &eve)])
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    // Bad grants are refused with the field named.
+    let (s, b) = app
+        .call("PUT", "/v1/datasets/alpha/grants/carol", Some(&json!({"role": "root"})), &[])
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    let (s, _) = app
+        .call("PUT", "/v1/datasets/alpha/grants/%2A", Some(&json!({"role": "analyst"})), &[])
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+/// Quotas are shares of the one budget (closed forms: Gaussian-type units are certified exactly,
+/// δᵢ = 0): alice's μ_q = 0.6 admits a unit of 0.6 and nothing more; bob, without a quota, spends
+/// from the unallocated √(1 − 0.6²) = 0.8; together they spend exactly the budget μ = 1.
+#[tokio::test]
+async fn quotas_are_shares_of_the_budget_enforced_by_the_same_filter() {
+    let (app, _) = sqlite_app("quotas").await;
+    app.dataset("d", 1.0).await;
+    let alice = app.bearer("alice", "analyst").await;
+    let bob = app.bearer("bob", "analyst").await;
+    // Spending before the first quota belongs to the unallocated share.
+    let (s, _) = app
+        .call("POST", "/v1/datasets/d/charges", Some(&gdp(0.3)), &[("authorization", &bob)])
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    // 0.6² + 0.3² fits 1; 0.96² + 0.3² does not.
+    let (s, b) = app
+        .call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 0.96, "delta": 0.0})), &[])
+        .await;
+    assert_eq!((s, b["error"].clone()), (StatusCode::CONFLICT, json!("quota_conflict")), "{b}");
+    let (s, q) = app
+        .call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 0.6, "delta": 0.0})), &[])
+        .await;
+    assert_eq!(s, StatusCode::OK, "{q}");
+    assert_eq!((q["mu"].clone(), q["remaining_mu"].clone()), (json!(0.6), json!(0.6)));
+    let charge = |who: &String, mu: f64| {
+        let (app, who) = (&app, who.clone());
+        async move {
+            app.call("POST", "/v1/datasets/d/charges", Some(&gdp(mu)), &[("authorization", &who)])
+                .await
+        }
+    };
+    // bob cannot take alice's share, though the dataset has room for it: the unallocated share
+    // (0.8, 0.3 spent) refuses 0.75.
+    let (s, b) = charge(&bob, 0.75).await;
+    assert_eq!((s, b["quota"].clone()), (StatusCode::CONFLICT, json!("*")), "{b}");
+    assert!(b["remaining_mu"].as_f64().unwrap() > 0.95, "{b}");
+    let (s, b) = charge(&alice, 0.6).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (s, b) = charge(&alice, 0.01).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(b["quota"], "alice", "{b}");
+    assert!(b["message"].as_str().unwrap().contains("quota"), "{b}");
+    // bob: the unallocated share is 0.8, of which 0.3 is spent: √(0.64 − 0.09) remains.
+    let (s, b) = charge(&bob, (0.64f64 - 0.09).sqrt()).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (s, b) = charge(&bob, 0.01).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    let d = app.get("/v1/datasets/d").await.1;
+    assert!((d["mu_spent"].as_f64().unwrap() - 1.0).abs() < 1e-12, "{d}");
+    // Quotas cannot drop below what was spent, nor the budget below the quotas.
+    let (s, _) = app
+        .call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 0.5, "delta": 0.0})), &[])
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let (s, b) = app
+        .call("PATCH", "/v1/datasets/d", Some(&json!({"budget": {"mu": 0.9}})), &[])
+        .await;
+    assert_eq!((s, b["error"].clone()), (StatusCode::CONFLICT, json!("quota_conflict")), "{b}");
+    // Each holder sees its own quota; admins see all, with the unallocated share.
+    let (_, mine) = app
+        .call("GET", "/v1/datasets/d/quotas", None, &[("authorization", &alice)])
+        .await;
+    assert_eq!(mine.as_array().unwrap().len(), 1);
+    assert_eq!(mine[0]["principal"], "alice");
+    assert_eq!(mine[0]["remaining_mu"], 0.0);
+    let (_, all) = app.get("/v1/datasets/d/quotas").await;
+    let holders: Vec<_> = all.as_array().unwrap().iter().map(|q| q["principal"].clone()).collect();
+    assert_eq!(holders, vec![json!("*"), json!("alice")]);
+    assert!((all[0]["mu"].as_f64().unwrap() - 0.8).abs() < 1e-12);
+    // The ledger says who charged and which share paid.
+    let (_, entries) = app.get("/v1/datasets/d/charges").await;
+    let paid: Vec<_> = entries["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["kind"].clone(), e["principal"].clone(), e["quota"].clone()))
+        .collect();
+    assert_eq!(
+        paid,
+        vec![
+            (json!("charge"), json!("bob"), json!(null)),
+            (json!("quota"), json!("tests"), json!("alice")),
+            (json!("charge"), json!("alice"), json!("alice")),
+            (json!("charge"), json!("bob"), json!("*")),
+        ]
+    );
+}
+
+/// A released reservation refunds the share that paid for it, not only the dataset.
+#[tokio::test]
+async fn a_release_refunds_the_quota_too() {
+    let (app, _) = sqlite_app("quota-release").await;
+    app.dataset("d", 1.0).await;
+    let alice = app.bearer("alice", "analyst").await;
+    app.call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 0.5, "delta": 0.0})), &[])
+        .await;
+    let body = json!({"event": {"type": "gdp", "mu": 0.5}, "reserve": true});
+    let (s, b) = app
+        .call("POST", "/v1/datasets/d/charges", Some(&body), &[("authorization", &alice)])
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let id = b["charge"]["id"].as_str().unwrap().to_owned();
+    let (_, q) = app
+        .call("GET", "/v1/datasets/d/quotas", None, &[("authorization", &alice)])
+        .await;
+    assert_eq!(q[0]["remaining_mu"], 0.0);
+    let (s, b) = app
+        .call(
+            "POST",
+            &format!("/v1/datasets/d/charges/{id}/release"),
+            Some(&json!({"outputs_released": false})),
+            &[("authorization", &alice)],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (_, q) = app
+        .call("GET", "/v1/datasets/d/quotas", None, &[("authorization", &alice)])
+        .await;
+    assert_eq!((q[0]["remaining_mu"].clone(), q[0]["units"].clone()), (json!(0.5), json!(0)));
+}
+
+/// Under concurrency each share admits exactly what fits: alice's quota 0.5 takes 25 units of
+/// 0.1 (25·0.01 = 0.25), the unallocated 0.75 takes 75, racing each other on one dataset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn quotas_admit_exactly_what_fits_under_concurrency() {
+    let (app, _) = sqlite_app("quota-race").await;
+    app.dataset("d", 1.0).await;
+    let alice = app.bearer("alice", "analyst").await;
+    let bob = app.bearer("bob", "analyst").await;
+    app.call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 0.5, "delta": 0.0})), &[])
+        .await;
+    let app = std::sync::Arc::new(app);
+    let mut tasks = Vec::new();
+    for i in 0..180 {
+        let (app, who) = (app.clone(), if i % 2 == 0 { alice.clone() } else { bob.clone() });
+        tasks.push(tokio::spawn(async move {
+            let (s, b) = app
+                .call("POST", "/v1/datasets/d/charges", Some(&gdp(0.1)), &[("authorization", &who)])
+                .await;
+            (i % 2 == 0, s, b)
+        }));
+    }
+    let (mut alice_ok, mut bob_ok) = (0, 0);
+    for t in tasks {
+        let (is_alice, s, b) = t.await.unwrap();
+        match s {
+            StatusCode::CREATED if is_alice => alice_ok += 1,
+            StatusCode::CREATED => bob_ok += 1,
+            StatusCode::CONFLICT => assert_eq!(b["error"], "budget_exceeded", "{b}"),
+            other => panic!("{other}: {b}"),
+        }
+    }
+    assert_eq!((alice_ok, bob_ok), (25, 75));
+    let d = app.get("/v1/datasets/d").await.1;
+    assert_eq!(d["units"], 100);
+}
