@@ -317,3 +317,175 @@ async fn quotas_admit_exactly_what_fits_under_concurrency() {
     let d = app.get("/v1/datasets/d").await.1;
     assert_eq!(d["units"], 100);
 }
+
+/// Every change leaves an audit record with who, when, the request id, the client and the values
+/// before and after; the chain detects an edited record, a deleted one and a deleted last one,
+/// through `Ledgers::verify_audit` and `privacy-ledger audit verify`.
+#[tokio::test]
+async fn the_audit_log_records_every_change_and_detects_tampering() {
+    let (app, url) = sqlite_app("audit").await;
+    app.dataset("d", 1.0).await;
+    let alice = app.bearer("alice", "analyst").await;
+    let rid = |id: &'static str| [("x-request-id", id)];
+    app.call("PATCH", "/v1/datasets/d", Some(&json!({"budget": {"mu": 2.0}})), &rid("req-budget"))
+        .await;
+    app.call("PUT", "/v1/datasets/d/grants/bob", Some(&json!({"role": "auditor"})), &[])
+        .await;
+    app.call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 1.0, "delta": 0.0})), &[])
+        .await;
+    let (s, _) = app
+        .call(
+            "POST",
+            "/v1/datasets/d/charges",
+            Some(&gdp(0.5)),
+            &[("authorization", &alice), ("x-request-id", "req-charge")],
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = app
+        .call("POST", "/v1/datasets/d/charges", Some(&gdp(1.5)), &[("authorization", &alice)])
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let (_, page) = app.get("/v1/audit?dataset_id=d").await;
+    let items = page["items"].as_array().unwrap();
+    let actions: Vec<_> = items.iter().map(|r| r["action"].as_str().unwrap()).collect();
+    assert_eq!(
+        actions,
+        vec![
+            "dataset.created",
+            "budget.changed",
+            "grant.set",
+            "quota.set",
+            "unit.admitted",
+            "unit.rejected"
+        ]
+    );
+    let budget = &items[1];
+    assert_eq!(budget["principal"], "tests");
+    assert_eq!(budget["request_id"], "req-budget");
+    assert_eq!(budget["client"], "192.0.2.7:40000");
+    assert_eq!((budget["before"]["mu"].clone(), budget["after"]["mu"].clone()), (json!(1.0), json!(2.0)));
+    assert_eq!(items[4]["principal"], "alice");
+    assert_eq!(items[4]["request_id"], "req-charge");
+    assert_eq!(items[4]["after"]["charge"]["event"]["mu"], 0.5);
+    assert!(items[5]["after"]["reason"].as_str().unwrap().contains("quota"));
+    for (i, r) in items.iter().enumerate() {
+        assert_eq!(r["seq"], i as i64 + 1);
+        if i > 0 {
+            assert_eq!(r["prev_hash"], items[i - 1]["hash"]);
+        }
+    }
+    // Filters and pages: by principal, by time, in pages that chain.
+    let (_, by_alice) = app.get("/v1/audit?principal=alice").await;
+    assert_eq!(by_alice["items"].as_array().unwrap().len(), 2);
+    let (_, future) = app.get("/v1/audit?since=2999-01-01T00:00:00Z").await;
+    assert_eq!(future["items"], json!([]));
+    let (s, b) = app.get("/v1/audit?since=yesterday").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    let (_, p1) = app.get("/v1/audit?limit=2").await;
+    let (_, p2) = app
+        .get(&format!("/v1/audit?limit=2&after={}", p1["next_cursor"]))
+        .await;
+    assert!(p2["items"][0]["id"].as_i64() > p1["items"][1]["id"].as_i64());
+    // JSON lines.
+    let req = axum::http::Request::get("/v1/audit?format=jsonl&dataset_id=d")
+        .header("authorization", format!("Bearer {}", app.token))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let res = tower::ServiceExt::oneshot(app.router.clone(), req).await.unwrap();
+    assert_eq!(res.headers()["content-type"], "application/x-ndjson");
+    let body = axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap();
+    let lines: Vec<Value> = String::from_utf8(body.to_vec())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 6);
+    assert_eq!(lines[5]["action"], "unit.rejected");
+
+    // Intact, then tampered with three ways.
+    let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
+    let v = ledgers.verify_audit().await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    assert!(v.records >= 8, "dataset records and token records: {}", v.records);
+    let bin = env!("CARGO_BIN_EXE_privacy-ledger");
+    let verify = || {
+        std::process::Command::new(bin)
+            .args(["audit", "verify", "--database-url", &url])
+            .output()
+            .unwrap()
+    };
+    assert!(verify().status.success());
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let exec = |q: &'static str| {
+        let raw = raw.clone();
+        async move { sqlx::query(q).execute(&raw).await.unwrap() }
+    };
+    // 1. An edited record (the budget raised to 20 in the log).
+    exec("UPDATE audit SET after_value = replace(after_value, '2.0', '20.0') WHERE chain = 'd' AND seq = 2").await;
+    let v = ledgers.verify_audit().await.unwrap();
+    assert!(v.problems.iter().any(|p| p.contains("record 2") && p.contains("edited")), "{:?}", v.problems);
+    let out = verify();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("BROKEN"));
+    exec("UPDATE audit SET after_value = replace(after_value, '20.0', '2.0') WHERE chain = 'd' AND seq = 2").await;
+    assert!(ledgers.verify_audit().await.unwrap().problems.is_empty());
+    // 2. A deleted record in the middle (the rejected charge's predecessor).
+    exec("DELETE FROM audit WHERE chain = 'd' AND seq = 3").await;
+    let v = ledgers.verify_audit().await.unwrap();
+    assert!(v.problems.iter().any(|p| p.contains("missing")), "{:?}", v.problems);
+    // 3. A deleted last record (the tokens' chain): seen against the chain's head.
+    exec("DELETE FROM audit WHERE chain = '' AND seq = (SELECT MAX(seq) FROM audit WHERE chain = '')").await;
+    let v = ledgers.verify_audit().await.unwrap();
+    assert!(v.problems.iter().any(|p| p.contains("chain \"\"") && p.contains("head")), "{:?}", v.problems);
+}
+
+/// Revocation on three replicas sharing PostgreSQL: made on one, refused on all three at once.
+#[tokio::test]
+async fn revocation_takes_effect_at_once_on_three_postgres_replicas() {
+    let Some(url) = crate::store::postgres_url() else {
+        eprintln!("skipped: set TEST_DATABASE_URL to run the three-replica revocation test");
+        return;
+    };
+    let mut replicas = Vec::new();
+    for i in 0..3 {
+        replicas.push(
+            TestApp::over_store(
+                open_store(&url).await.unwrap(),
+                Limits::default(),
+                temp_dir(&format!("replica-{i}")),
+            )
+            .await,
+        );
+    }
+    let name = format!("analyst-{}", uuid::Uuid::new_v4().simple());
+    let (s, made) = replicas[0]
+        .post("/v1/tokens", json!({"name": name, "role": "analyst"}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let bearer = format!("Bearer {}", made["secret"].as_str().unwrap());
+    for r in &replicas {
+        let (s, _) = r.call("GET", "/v1/datasets?limit=1", None, &[("authorization", &bearer)]).await;
+        assert_eq!(s, StatusCode::OK);
+    }
+    let id = made["token"]["id"].as_str().unwrap();
+    let since = (chrono::Utc::now() - chrono::Duration::seconds(5))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let (s, _) = replicas[1].call("DELETE", &format!("/v1/tokens/{id}"), None, &[]).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    for r in &replicas {
+        let (s, _) = r.call("GET", "/v1/datasets?limit=1", None, &[("authorization", &bearer)]).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED);
+    }
+    let (s, _) = replicas[2].call("DELETE", &format!("/v1/tokens/{id}"), None, &[]).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "revoked once");
+    // The revocation is in the audit log, with who did it.
+    let (_, log) = replicas[2]
+        .get(&format!("/v1/audit?principal=tests&since={since}&limit=1000"))
+        .await;
+    assert!(log["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["action"] == "token.revoked" && r["target"] == id));
+}
