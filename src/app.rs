@@ -104,7 +104,7 @@ impl Application {
             .await
             .map_err(|e| format!("cannot create the first admin token: {e}"))?
             .map(|t| t.secret);
-        let router = http::router(st, limits);
+        let router = http::with_cors(http::router(st, limits), &cfg.cors_origins);
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
@@ -132,8 +132,8 @@ impl Application {
             self.router
                 .into_make_service_with_connect_info::<std::net::SocketAddr>(),
         )
-            .with_graceful_shutdown(shutdown_signal())
-            .await
+        .with_graceful_shutdown(shutdown_signal())
+        .await
     }
 }
 

@@ -133,11 +133,18 @@ pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
                 ))
             }
             TokenAction::List => {
-                let list = ledgers.list_tokens(&operator).await.map_err(|e| e.to_string())?;
+                let list = ledgers
+                    .list_tokens(&operator)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 serde_json::to_string_pretty(&list).map_err(|e| e.to_string())
             }
             TokenAction::Revoke { id } => {
-                if ledgers.revoke_token(&operator, &id).await.map_err(|e| e.to_string())? {
+                if ledgers
+                    .revoke_token(&operator, &id)
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
                     Ok(format!("revoked {id}"))
                 } else {
                     Err(format!("no live token with id {id:?}"))

@@ -45,6 +45,14 @@ pub struct ServeConfig {
         default_value_t = 100.0
     )]
     pub rate_limit_per_second: f64,
+    /// Origins whose browser pages may call the API (CORS), e.g. `https://dash.example.org`;
+    /// repeat or separate with commas. None by default: no CORS headers at all.
+    #[arg(
+        long = "cors-origin",
+        env = "PRIVACY_LEDGER_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub cors_origins: Vec<String>,
     /// Log format.
     #[arg(
         long,
@@ -70,6 +78,16 @@ impl ServeConfig {
         }
         if !(self.rate_limit_per_second >= 0.1 && self.rate_limit_per_second <= 1e6) {
             return Err("--rate-limit-per-second must be a number in [0.1, 1e6]".into());
+        }
+        for o in &self.cors_origins {
+            let ok = (o.starts_with("https://") || o.starts_with("http://"))
+                && !o.ends_with('/')
+                && axum::http::HeaderValue::from_str(o).is_ok();
+            if !ok {
+                return Err(format!(
+                    "--cors-origin {o:?} must be an origin: scheme and host, e.g. https://dash.example.org"
+                ));
+            }
         }
         if self.request_timeout_secs == 0 {
             return Err("--request-timeout-secs must be at least 1".into());

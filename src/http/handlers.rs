@@ -244,7 +244,9 @@ pub async fn commit_charge(
     let body = Value::Object(Default::default());
     let req =
         input::SettleRequest::from_json(&body, &charge_id, false, idempotency_key(&headers)?)?;
-    Ok(Json(s.ledgers.commit(&caller.0, &id, &charge_id, req).await?))
+    Ok(Json(
+        s.ledgers.commit(&caller.0, &id, &charge_id, req).await?,
+    ))
 }
 
 /// Release a reserved unit none of whose outputs was released: the filter refunds its (μᵢ, δᵢ).
@@ -268,7 +270,9 @@ pub async fn release_charge(
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Value>> {
     let req = input::SettleRequest::from_json(&body, &charge_id, true, idempotency_key(&headers)?)?;
-    Ok(Json(s.ledgers.release(&caller.0, &id, &charge_id, req).await?))
+    Ok(Json(
+        s.ledgers.release(&caller.0, &id, &charge_id, req).await?,
+    ))
 }
 
 /// Charge a mechanism to a dataset: 201 when admitted, 409 `budget_exceeded` when not (nothing
@@ -515,7 +519,10 @@ pub async fn delete_grant(
     State(s): State<AppState>,
     Path((id, principal)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    if s.ledgers.set_grant(&caller.0, &id, &principal, None).await? {
+    if s.ledgers
+        .set_grant(&caller.0, &id, &principal, None)
+        .await?
+    {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::new(
@@ -613,7 +620,15 @@ pub async fn list_audit(
 ) -> ApiResult<axum::response::Response> {
     unknown_params(
         &q,
-        &["dataset_id", "principal", "since", "until", "after", "limit", "format"],
+        &[
+            "dataset_id",
+            "principal",
+            "since",
+            "until",
+            "after",
+            "limit",
+            "format",
+        ],
     )?;
     let jsonl = match q.get("format").map(String::as_str) {
         None | Some("json") => false,
@@ -639,14 +654,13 @@ pub async fn list_audit(
         (true, None) => MAX_AUDIT_EXPORT,
         (false, _) => page_limit(&q)?,
     };
-    let after = match q.get("after") {
-        None => 0,
-        Some(a) => a
-            .parse::<i64>()
-            .ok()
-            .filter(|n| *n >= 0)
-            .ok_or_else(|| ApiError::invalid_param("query.after", "must be a whole number ≥ 0"))?,
-    };
+    let after =
+        match q.get("after") {
+            None => 0,
+            Some(a) => a.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+                ApiError::invalid_param("query.after", "must be a whole number ≥ 0")
+            })?,
+        };
     let query = crate::store::AuditQuery {
         dataset_id: q.get("dataset_id").cloned(),
         principal: q.get("principal").cloned(),

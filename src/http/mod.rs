@@ -254,6 +254,39 @@ async fn json_errors(req: Request, next: Next) -> Response {
     res
 }
 
+/// The router with CORS for `origins` (checked origins, see the `--cors-origin` flag); unchanged
+/// when there are none, so by default browsers on other origins cannot call the service.
+pub fn with_cors(router: Router, origins: &[String]) -> Router {
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    if origins.is_empty() {
+        return router;
+    }
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o).ok())
+        .collect();
+    let h = header::HeaderName::from_static;
+    router.layer(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([
+                axum::http::Method::GET,
+                axum::http::Method::POST,
+                axum::http::Method::PUT,
+                axum::http::Method::PATCH,
+                axum::http::Method::DELETE,
+            ])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                h("idempotency-key"),
+                h("x-request-id"),
+            ])
+            .expose_headers([h("x-request-id"), h("x-next-cursor"), header::RETRY_AFTER])
+            .max_age(Duration::from_secs(600)),
+    )
+}
+
 /// The application router (what tests drive with `oneshot` and `serve` binds).
 pub fn router(mut state: AppState, limits: Limits) -> Router {
     state.limiter = Arc::new(rate::RateLimiter::new(

@@ -219,7 +219,11 @@ pub struct GrantRequestWire {
 #[serde(deny_unknown_fields)]
 pub struct TokenRequestWire {
     /// The principal the token is for (grants and quotas refer to it).
-    #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]*[A-Za-z0-9._@:+-])?$")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = "^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]*[A-Za-z0-9._@:+-])?$"
+    )]
     pub name: String,
     /// The global role: `admin`, `analyst`, `auditor`, or `none` (grants only).
     #[schema(pattern = "^(admin|analyst|auditor|none)$")]

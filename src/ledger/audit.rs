@@ -155,7 +155,11 @@ impl Ledgers {
             .await?;
         let more = rows.len() as i64 > limit;
         let items: Vec<AuditView> = rows.into_iter().take(limit as usize).map(view).collect();
-        let next = if more { items.last().map(|r| r.id) } else { None };
+        let next = if more {
+            items.last().map(|r| r.id)
+        } else {
+            None
+        };
         Ok((items, next))
     }
 

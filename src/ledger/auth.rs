@@ -85,15 +85,16 @@ pub fn principal_name(s: &str) -> Result<String, String> {
         && s.len() <= 128
         && !s.starts_with(' ')
         && !s.ends_with(' ')
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || " ._@:+-".contains(c));
     if ok {
         Ok(s.to_owned())
     } else {
-        Err("must be 1-128 characters from letters, digits, space and ._@:+- (no leading or \
+        Err(
+            "must be 1-128 characters from letters, digits, space and ._@:+- (no leading or \
              trailing space)"
-            .into())
+                .into(),
+        )
     }
 }
 
@@ -312,7 +313,12 @@ impl Ledgers {
     /// Whether `actor` may do `action` on dataset `id`: its global role, else its grant on the
     /// dataset. Without either it may not know the dataset exists: [`LedgerError::NotFound`], as
     /// for a dataset that does not exist. With either, but not allowing `action`: Forbidden.
-    pub async fn authorize(&self, actor: &Actor, id: &str, action: Action) -> Result<(), LedgerError> {
+    pub async fn authorize(
+        &self,
+        actor: &Actor,
+        id: &str,
+        action: Action,
+    ) -> Result<(), LedgerError> {
         let p = &actor.principal;
         if role_allows(&p.role, action) {
             return Ok(());
@@ -353,7 +359,11 @@ impl Ledgers {
             }
         }
         let before = self.store.grant(id, principal).await?;
-        let action = if role.is_some() { "grant.set" } else { "grant.removed" };
+        let action = if role.is_some() {
+            "grant.set"
+        } else {
+            "grant.removed"
+        };
         let audit = audit::draft(actor, action, Some(id), Some(principal))
             .before(&before.as_ref().map(|r| serde_json::json!({"role": r})))
             .after(&role.map(|r| serde_json::json!({"role": r})))
@@ -365,7 +375,11 @@ impl Ledgers {
     }
 
     /// A dataset's grants; its admins and auditors.
-    pub async fn list_grants(&self, actor: &Actor, id: &str) -> Result<Vec<GrantView>, LedgerError> {
+    pub async fn list_grants(
+        &self,
+        actor: &Actor,
+        id: &str,
+    ) -> Result<Vec<GrantView>, LedgerError> {
         self.authorize(actor, id, Action::Audit).await?;
         self.row(id).await?;
         Ok(self

@@ -42,7 +42,9 @@ impl Budget {
     /// δ in [0, 1); zero shares admit nothing that spends.
     pub fn share(mu: f64, delta: f64) -> Result<Self, String> {
         if !(mu >= 0.0 && mu <= MAX_BUDGET_MU) {
-            return Err(format!("mu must be a number in [0, {MAX_BUDGET_MU}], got {mu}"));
+            return Err(format!(
+                "mu must be a number in [0, {MAX_BUDGET_MU}], got {mu}"
+            ));
         }
         if !(delta >= 0.0 && delta < 1.0) {
             return Err(format!("delta must be a number in [0, 1), got {delta}"));
@@ -648,7 +650,10 @@ pub fn quota_request(
     let (m, p) = f.required("mu")?;
     let mu = json::number(m, &p)?;
     if !(mu >= 0.0 && mu <= MAX_BUDGET_MU) {
-        return Err(InputError::new(&p, format!("must be a number in [0, {MAX_BUDGET_MU}]")));
+        return Err(InputError::new(
+            &p,
+            format!("must be a number in [0, {MAX_BUDGET_MU}]"),
+        ));
     }
     let (d, p) = f.required("delta")?;
     let delta = json::number(d, &p)?;
@@ -688,8 +693,8 @@ pub fn token_request(v: &Value) -> Result<(String, String, Option<u64>), InputEr
     let root = JsonPath::root();
     let mut f = Fields::new(v, &root)?;
     let (n, p) = f.required("name")?;
-    let name = super::auth::principal_name(json::string(n, &p)?)
-        .map_err(|r| InputError::new(&p, r))?;
+    let name =
+        super::auth::principal_name(json::string(n, &p)?).map_err(|r| InputError::new(&p, r))?;
     let (r, p) = f.required("role")?;
     let role = json::string(r, &p)?;
     if !super::auth::GLOBAL_ROLES.contains(&role) {
@@ -703,7 +708,10 @@ pub fn token_request(v: &Value) -> Result<(String, String, Option<u64>), InputEr
         Some((d, p)) => {
             let d = json::integer(d, &p, 1)?;
             if d > MAX_TOKEN_DAYS {
-                return Err(InputError::new(&p, format!("must be at most {MAX_TOKEN_DAYS}")));
+                return Err(InputError::new(
+                    &p,
+                    format!("must be at most {MAX_TOKEN_DAYS}"),
+                ));
             }
             Some(d)
         }

@@ -59,8 +59,9 @@ pub struct QuotaRequest {
 }
 
 fn state_of(q: &QuotaRow) -> Result<FilterState, LedgerError> {
-    FilterState::from_stored(q.mu_sq_spent, q.delta_spent, q.units)
-        .map_err(|e| LedgerError::Corrupt(q.dataset_id.clone(), format!("quota {}: {e}", q.principal)))
+    FilterState::from_stored(q.mu_sq_spent, q.delta_spent, q.units).map_err(|e| {
+        LedgerError::Corrupt(q.dataset_id.clone(), format!("quota {}: {e}", q.principal))
+    })
 }
 
 /// Σμ_q² (rounded up) and Σδ_q (rounded up) over the quotas other than `*` and `except`.
@@ -108,7 +109,10 @@ pub(super) fn share_for(
                 .iter()
                 .find(|q| q.principal == UNALLOCATED)
                 .ok_or_else(|| {
-                    LedgerError::Corrupt(row.id.clone(), "quotas without the unallocated share".into())
+                    LedgerError::Corrupt(
+                        row.id.clone(),
+                        "quotas without the unallocated share".into(),
+                    )
                 })?;
             (q, unallocated(&budget_of(row)?, quotas)?)
         }
@@ -178,11 +182,16 @@ pub(super) fn budget_holds_quotas(
         return Ok(());
     }
     let (m, d) = allocated(quotas, None);
-    fits(budget, m, d, &unallocated_spent(row, quotas)?)
-        .map_err(|r| LedgerError::QuotaConflict(format!("the new budget cannot hold the quotas: {r}")))
+    fits(budget, m, d, &unallocated_spent(row, quotas)?).map_err(|r| {
+        LedgerError::QuotaConflict(format!("the new budget cannot hold the quotas: {r}"))
+    })
 }
 
-fn quota_view(budget: &Budget, quotas: &[QuotaRow], q: &QuotaRow) -> Result<QuotaView, LedgerError> {
+fn quota_view(
+    budget: &Budget,
+    quotas: &[QuotaRow],
+    q: &QuotaRow,
+) -> Result<QuotaView, LedgerError> {
     let share = if q.principal == UNALLOCATED {
         unallocated(budget, quotas)?
     } else {
@@ -205,7 +214,11 @@ fn quota_view(budget: &Budget, quotas: &[QuotaRow], q: &QuotaRow) -> Result<Quot
 impl Ledgers {
     /// The dataset's quotas, with the unallocated share: all of them for its admins and auditors,
     /// one's own for any other principal who may read the dataset.
-    pub async fn list_quotas(&self, actor: &Actor, id: &str) -> Result<Vec<QuotaView>, LedgerError> {
+    pub async fn list_quotas(
+        &self,
+        actor: &Actor,
+        id: &str,
+    ) -> Result<Vec<QuotaView>, LedgerError> {
         self.authorize(actor, id, Action::Read).await?;
         let all = self.authorize(actor, id, Action::Audit).await.is_ok();
         let row = self.row(id).await?;
@@ -228,8 +241,8 @@ impl Ledgers {
     ) -> Result<QuotaView, LedgerError> {
         self.authorize(actor, id, Action::Administer).await?;
         principal_name(principal).map_err(|r| LedgerError::Invalid("path.principal".into(), r))?;
-        let share = Budget::share(req.mu, req.delta)
-            .map_err(|r| LedgerError::Invalid("body".into(), r))?;
+        let share =
+            Budget::share(req.mu, req.delta).map_err(|r| LedgerError::Invalid("body".into(), r))?;
         self.row(id).await?;
         let lock = self.lock_for(id);
         let _guard = lock.lock().await;
@@ -244,7 +257,10 @@ impl Ledgers {
             let budget = budget_of(&row)?;
             let quotas = self.store.list_quotas(id).await?;
             let old = quotas.iter().find(|q| q.principal == principal);
-            let spent = old.map(state_of).transpose()?.unwrap_or_else(FilterState::empty);
+            let spent = old
+                .map(state_of)
+                .transpose()?
+                .unwrap_or_else(FilterState::empty);
             let tol = 1.0 + super::filter::GATE_TOLERANCE;
             if share.mu() * tol < spent.mu() || share.delta() * tol < spent.delta() {
                 return Err(LedgerError::QuotaConflict(format!(

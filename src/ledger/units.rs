@@ -23,8 +23,8 @@ use super::auth::{Action, Actor};
 use super::filter::FilterState;
 use super::input::{ChunkRequest, RunRequest, SettleRequest};
 use super::{
-    audit, blocking, budget_of, internal, exact_with, filter_of, now, relation_of, unchanged, unit_delta,
-    ChargeOutcome, LedgerError, Ledgers, UnitRequest, MAX_ATTEMPTS,
+    audit, blocking, budget_of, exact_with, filter_of, internal, now, relation_of, unchanged,
+    unit_delta, ChargeOutcome, LedgerError, Ledgers, UnitRequest, MAX_ATTEMPTS,
 };
 use crate::accountant::certificate::{certify, Certificate};
 use crate::accountant::event::Count;
@@ -106,7 +106,6 @@ fn repeated(step: &Event, count: u64) -> Result<Event, LedgerError> {
         event: Box::new(step.clone()),
     })
 }
-
 
 fn spec_of(decl: &EntryRow, id: &str) -> Result<RunSpec, LedgerError> {
     decl.event
@@ -471,7 +470,10 @@ impl Ledgers {
                 // The share that paid is refunded too: the holder's quota, or the unallocated
                 // share (which holds everything charged before the first quota).
                 let quotas = self.store.list_quotas(id).await?;
-                let payer = charge.quota.as_deref().unwrap_or(super::quotas::UNALLOCATED);
+                let payer = charge
+                    .quota
+                    .as_deref()
+                    .unwrap_or(super::quotas::UNALLOCATED);
                 if let Some(q) = quotas.iter().find(|q| q.principal == payer) {
                     let s = FilterState::from_stored(q.mu_sq_spent, q.delta_spent, q.units)
                         .map_err(|e| LedgerError::Corrupt(id.to_owned(), e))?;
@@ -525,10 +527,14 @@ impl Ledgers {
             };
             update.audit = Some(
                 audit::draft(actor, action, Some(id), Some(charge_id))
-                    .before(&serde_json::json!({"status": "reserved", "mu_spent": f.mu(),
-                        "delta_spent": f.delta()}))
-                    .after(&serde_json::json!({"status": new_status, "mu_spent": update.mu_spent,
-                        "delta_spent": update.delta_spent, "statement": entry.metadata}))
+                    .before(
+                        &serde_json::json!({"status": "reserved", "mu_spent": f.mu(),
+                        "delta_spent": f.delta()}),
+                    )
+                    .after(
+                        &serde_json::json!({"status": new_status, "mu_spent": update.mu_spent,
+                        "delta_spent": update.delta_spent, "statement": entry.metadata}),
+                    )
                     .done(),
             );
             if self.append(id, row.version, &entry, &update, state).await? {

@@ -512,8 +512,12 @@ pub trait Store: Send + Sync {
     /// Every token, oldest first.
     async fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreError>;
     /// Marks a token revoked at `at` (once); whether a live token was revoked (audited only then).
-    async fn revoke_token(&self, id: &str, at: &str, audit: &AuditDraft)
-        -> Result<bool, StoreError>;
+    async fn revoke_token(
+        &self,
+        id: &str,
+        at: &str,
+        audit: &AuditDraft,
+    ) -> Result<bool, StoreError>;
     /// A principal's role on a dataset, if it holds a grant.
     async fn grant(&self, dataset_id: &str, principal: &str) -> Result<Option<String>, StoreError>;
     /// A dataset's grants, by principal.

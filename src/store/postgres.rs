@@ -124,11 +124,11 @@ async fn migrate(conn: &mut sqlx::PgConnection) -> Result<(), StoreError> {
                 "BIGINT",
                 "BIGSERIAL PRIMARY KEY",
             ))
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| {
-                    StoreError::Unavailable(format!("schema migration to version {version}: {e}"))
-                })?;
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| {
+                StoreError::Unavailable(format!("schema migration to version {version}: {e}"))
+            })?;
         }
         sqlx::query("DELETE FROM schema_version")
             .execute(&mut *tx)
@@ -228,10 +228,7 @@ fn audit_from_row(r: &PgRow) -> AuditRecord {
 }
 
 /// Appends `d` to its chain inside the caller's transaction (see [`super::audit_hash`]).
-async fn insert_audit(
-    conn: &mut sqlx::PgConnection,
-    d: &AuditDraft,
-) -> Result<(), sqlx::Error> {
+async fn insert_audit(conn: &mut sqlx::PgConnection, d: &AuditDraft) -> Result<(), sqlx::Error> {
     sqlx::query(&sql::numbered(sql::AUDIT_HEAD_INIT))
         .bind(&d.chain)
         .bind(AUDIT_GENESIS)
@@ -282,7 +279,6 @@ async fn upsert_quota(conn: &mut sqlx::PgConnection, q: &QuotaRow) -> Result<(),
         .await
         .map(|_| ())
 }
-
 
 const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu, budget_delta, \
     grid_step, version, charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, \
@@ -722,18 +718,22 @@ impl Store for PostgresStore {
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let res = match role {
-            Some(role) => sqlx::query(&sql::numbered(sql::GRANT_UPSERT))
-                .bind(dataset_id)
-                .bind(principal)
-                .bind(role)
-                .bind(at)
-                .execute(&mut *tx)
-                .await,
-            None => sqlx::query(&sql::numbered(sql::GRANT_DELETE))
-                .bind(dataset_id)
-                .bind(principal)
-                .execute(&mut *tx)
-                .await,
+            Some(role) => {
+                sqlx::query(&sql::numbered(sql::GRANT_UPSERT))
+                    .bind(dataset_id)
+                    .bind(principal)
+                    .bind(role)
+                    .bind(at)
+                    .execute(&mut *tx)
+                    .await
+            }
+            None => {
+                sqlx::query(&sql::numbered(sql::GRANT_DELETE))
+                    .bind(dataset_id)
+                    .bind(principal)
+                    .execute(&mut *tx)
+                    .await
+            }
         }
         .map_err(unavailable)?;
         if res.rows_affected() == 0 {
@@ -803,7 +803,6 @@ impl Store for PostgresStore {
             .map(|r| (r.get("chain"), r.get("seq"), r.get("hash")))
             .collect())
     }
-
 
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1")

@@ -130,8 +130,8 @@ async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
                         "INTEGER",
                         "INTEGER PRIMARY KEY AUTOINCREMENT",
                     ))
-                        .execute(&mut *conn)
-                        .await?;
+                    .execute(&mut *conn)
+                    .await?;
                 }
                 sqlx::query("DELETE FROM schema_version")
                     .execute(&mut *conn)
@@ -726,18 +726,22 @@ impl Store for SqliteStore {
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let res = match role {
-            Some(role) => sqlx::query(sql::GRANT_UPSERT)
-                .bind(dataset_id)
-                .bind(principal)
-                .bind(role)
-                .bind(at)
-                .execute(&mut *tx)
-                .await,
-            None => sqlx::query(sql::GRANT_DELETE)
-                .bind(dataset_id)
-                .bind(principal)
-                .execute(&mut *tx)
-                .await,
+            Some(role) => {
+                sqlx::query(sql::GRANT_UPSERT)
+                    .bind(dataset_id)
+                    .bind(principal)
+                    .bind(role)
+                    .bind(at)
+                    .execute(&mut *tx)
+                    .await
+            }
+            None => {
+                sqlx::query(sql::GRANT_DELETE)
+                    .bind(dataset_id)
+                    .bind(principal)
+                    .execute(&mut *tx)
+                    .await
+            }
         }
         .map_err(unavailable)?;
         if res.rows_affected() == 0 {

@@ -21,10 +21,18 @@ fn gdp(mu: f64) -> Value {
 fn dataset_routes(id: &str) -> Vec<(&'static str, String, Option<Value>)> {
     vec![
         ("GET", format!("/v1/datasets/{id}"), None),
-        ("PATCH", format!("/v1/datasets/{id}"), Some(json!({"budget": {"mu": 5.0}}))),
+        (
+            "PATCH",
+            format!("/v1/datasets/{id}"),
+            Some(json!({"budget": {"mu": 5.0}})),
+        ),
         ("GET", format!("/v1/datasets/{id}/charges"), None),
         ("POST", format!("/v1/datasets/{id}/charges"), Some(gdp(0.1))),
-        ("POST", format!("/v1/datasets/{id}/charges/preview"), Some(gdp(0.1))),
+        (
+            "POST",
+            format!("/v1/datasets/{id}/charges/preview"),
+            Some(gdp(0.1)),
+        ),
         ("POST", format!("/v1/datasets/{id}/charges/c/commit"), None),
         (
             "POST",
@@ -43,11 +51,17 @@ fn dataset_routes(id: &str) -> Vec<(&'static str, String, Option<Value>)> {
         (
             "POST",
             format!("/v1/datasets/{id}/calibrate"),
-            Some(json!({"event": {"type": "gaussian", "noise_multiplier": 1.0},
-                        "free_parameter": "noise_multiplier"})),
+            Some(
+                json!({"event": {"type": "gaussian", "noise_multiplier": 1.0},
+                        "free_parameter": "noise_multiplier"}),
+            ),
         ),
         ("GET", format!("/v1/datasets/{id}/grants"), None),
-        ("PUT", format!("/v1/datasets/{id}/grants/x"), Some(json!({"role": "analyst"}))),
+        (
+            "PUT",
+            format!("/v1/datasets/{id}/grants/x"),
+            Some(json!({"role": "analyst"})),
+        ),
         ("DELETE", format!("/v1/datasets/{id}/grants/x"), None),
         ("GET", format!("/v1/datasets/{id}/quotas"), None),
         (
@@ -87,7 +101,9 @@ async fn a_principal_sees_and_spends_only_where_it_holds_a_grant() {
         let (gs, gb) = as_carol(m, ghost, gbody).await;
         let same = s == gs
             && b["error"] == gb["error"]
-            && b["message"].as_str().map(|t| t.replace("beta", "no-such-dataset"))
+            && b["message"]
+                .as_str()
+                .map(|t| t.replace("beta", "no-such-dataset"))
                 == gb["message"].as_str().map(str::to_owned);
         if s != StatusCode::NOT_FOUND || !same {
             leaks += 1;
@@ -97,66 +113,142 @@ async fn a_principal_sees_and_spends_only_where_it_holds_a_grant() {
     assert_eq!(leaks, 0);
     // An analyst grant on alpha: listed, readable, spendable; administration refused (403).
     let (s, _) = app
-        .call("PUT", "/v1/datasets/alpha/grants/carol", Some(&json!({"role": "analyst"})), &[])
+        .call(
+            "PUT",
+            "/v1/datasets/alpha/grants/carol",
+            Some(&json!({"role": "analyst"})),
+            &[],
+        )
         .await;
     assert_eq!(s, StatusCode::OK);
     let (_, b) = as_carol("GET", "/v1/datasets".into(), None).await;
-    let ids: Vec<_> = b["items"].as_array().unwrap().iter().map(|d| d["id"].clone()).collect();
+    let ids: Vec<_> = b["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].clone())
+        .collect();
     assert_eq!(ids, vec![json!("alpha")]);
     let (s, b) = as_carol("POST", "/v1/datasets/alpha/charges".into(), Some(gdp(0.3))).await;
     assert_eq!(s, StatusCode::CREATED, "{b}");
     for (m, uri, body) in [
-        ("PATCH", "/v1/datasets/alpha", Some(json!({"budget": {"mu": 9.0}}))),
-        ("PUT", "/v1/datasets/alpha/grants/carol", Some(json!({"role": "admin"}))),
-        ("PUT", "/v1/datasets/alpha/quotas/carol", Some(json!({"mu": 1.0, "delta": 0.0}))),
+        (
+            "PATCH",
+            "/v1/datasets/alpha",
+            Some(json!({"budget": {"mu": 9.0}})),
+        ),
+        (
+            "PUT",
+            "/v1/datasets/alpha/grants/carol",
+            Some(json!({"role": "admin"})),
+        ),
+        (
+            "PUT",
+            "/v1/datasets/alpha/quotas/carol",
+            Some(json!({"mu": 1.0, "delta": 0.0})),
+        ),
         ("GET", "/v1/datasets/alpha/grants", None),
         ("GET", "/v1/audit?dataset_id=alpha", None),
         ("GET", "/v1/audit", None),
         ("GET", "/v1/tokens", None),
         ("GET", "/metrics", None),
-        ("POST", "/v1/datasets", Some(json!({"id": "gamma", "budget": {"mu": 1.0}}))),
+        (
+            "POST",
+            "/v1/datasets",
+            Some(json!({"id": "gamma", "budget": {"mu": 1.0}})),
+        ),
     ] {
         let (s, b) = as_carol(m, uri.into(), body).await;
         assert_eq!(s, StatusCode::FORBIDDEN, "{m} {uri}: {b}");
     }
     assert_eq!(app.get("/v1/datasets/alpha").await.1["budget"]["mu"], 1.0);
     // Beta is still invisible.
-    assert_eq!(as_carol("GET", "/v1/datasets/beta".into(), None).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        as_carol("GET", "/v1/datasets/beta".into(), None).await.0,
+        StatusCode::NOT_FOUND
+    );
     // An auditor grant: reads, including the dataset's audit records and grants; spends nothing.
     let dave = app.bearer("dave", "none").await;
-    app.call("PUT", "/v1/datasets/beta/grants/dave", Some(&json!({"role": "auditor"})), &[])
-        .await;
+    app.call(
+        "PUT",
+        "/v1/datasets/beta/grants/dave",
+        Some(&json!({"role": "auditor"})),
+        &[],
+    )
+    .await;
     let dv = |m: &'static str, uri: &'static str, body: Option<Value>| {
         let (app, dave) = (&app, dave.clone());
-        async move { app.call(m, uri, body.as_ref(), &[("authorization", &dave)]).await }
+        async move {
+            app.call(m, uri, body.as_ref(), &[("authorization", &dave)])
+                .await
+        }
     };
-    assert_eq!(dv("GET", "/v1/datasets/beta/report", None).await.0, StatusCode::OK);
-    assert_eq!(dv("GET", "/v1/datasets/beta/grants", None).await.0, StatusCode::OK);
-    assert_eq!(dv("GET", "/v1/audit?dataset_id=beta", None).await.0, StatusCode::OK);
     assert_eq!(
-        dv("POST", "/v1/datasets/beta/charges", Some(gdp(0.1))).await.0,
+        dv("GET", "/v1/datasets/beta/report", None).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        dv("GET", "/v1/datasets/beta/grants", None).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        dv("GET", "/v1/audit?dataset_id=beta", None).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        dv("POST", "/v1/datasets/beta/charges", Some(gdp(0.1)))
+            .await
+            .0,
         StatusCode::FORBIDDEN
     );
-    assert_eq!(dv("GET", "/v1/datasets/alpha", None).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        dv("GET", "/v1/datasets/alpha", None).await.0,
+        StatusCode::NOT_FOUND
+    );
     // Withdrawn: invisible again at once.
-    let (s, _) = app.call("DELETE", "/v1/datasets/alpha/grants/carol", None, &[]).await;
+    let (s, _) = app
+        .call("DELETE", "/v1/datasets/alpha/grants/carol", None, &[])
+        .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
-    assert_eq!(as_carol("GET", "/v1/datasets/alpha".into(), None).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        as_carol("GET", "/v1/datasets/alpha".into(), None).await.0,
+        StatusCode::NOT_FOUND
+    );
     // A global auditor sees everything and spends nothing (403, it knows the dataset).
     let eve = app.bearer("eve", "auditor").await;
-    let (s, b) = app.call("GET", "/v1/datasets", None, &[("authorization", &eve)]).await;
-    assert_eq!((s, b["items"].as_array().unwrap().len()), (StatusCode::OK, 2));
+    let (s, b) = app
+        .call("GET", "/v1/datasets", None, &[("authorization", &eve)])
+        .await;
+    assert_eq!(
+        (s, b["items"].as_array().unwrap().len()),
+        (StatusCode::OK, 2)
+    );
     let (s, _) = app
-        .call("POST", "/v1/datasets/beta/charges", Some(&gdp(0.1)), &[("authorization", &eve)])
+        .call(
+            "POST",
+            "/v1/datasets/beta/charges",
+            Some(&gdp(0.1)),
+            &[("authorization", &eve)],
+        )
         .await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     // Bad grants are refused with the field named.
     let (s, b) = app
-        .call("PUT", "/v1/datasets/alpha/grants/carol", Some(&json!({"role": "root"})), &[])
+        .call(
+            "PUT",
+            "/v1/datasets/alpha/grants/carol",
+            Some(&json!({"role": "root"})),
+            &[],
+        )
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
     let (s, _) = app
-        .call("PUT", "/v1/datasets/alpha/grants/%2A", Some(&json!({"role": "analyst"})), &[])
+        .call(
+            "PUT",
+            "/v1/datasets/alpha/grants/%2A",
+            Some(&json!({"role": "analyst"})),
+            &[],
+        )
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
 }
@@ -172,30 +264,61 @@ async fn quotas_are_shares_of_the_budget_enforced_by_the_same_filter() {
     let bob = app.bearer("bob", "analyst").await;
     // Spending before the first quota belongs to the unallocated share.
     let (s, _) = app
-        .call("POST", "/v1/datasets/d/charges", Some(&gdp(0.3)), &[("authorization", &bob)])
+        .call(
+            "POST",
+            "/v1/datasets/d/charges",
+            Some(&gdp(0.3)),
+            &[("authorization", &bob)],
+        )
         .await;
     assert_eq!(s, StatusCode::CREATED);
     // 0.6² + 0.3² fits 1; 0.96² + 0.3² does not.
     let (s, b) = app
-        .call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 0.96, "delta": 0.0})), &[])
+        .call(
+            "PUT",
+            "/v1/datasets/d/quotas/alice",
+            Some(&json!({"mu": 0.96, "delta": 0.0})),
+            &[],
+        )
         .await;
-    assert_eq!((s, b["error"].clone()), (StatusCode::CONFLICT, json!("quota_conflict")), "{b}");
+    assert_eq!(
+        (s, b["error"].clone()),
+        (StatusCode::CONFLICT, json!("quota_conflict")),
+        "{b}"
+    );
     let (s, q) = app
-        .call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 0.6, "delta": 0.0})), &[])
+        .call(
+            "PUT",
+            "/v1/datasets/d/quotas/alice",
+            Some(&json!({"mu": 0.6, "delta": 0.0})),
+            &[],
+        )
         .await;
     assert_eq!(s, StatusCode::OK, "{q}");
-    assert_eq!((q["mu"].clone(), q["remaining_mu"].clone()), (json!(0.6), json!(0.6)));
+    assert_eq!(
+        (q["mu"].clone(), q["remaining_mu"].clone()),
+        (json!(0.6), json!(0.6))
+    );
     let charge = |who: &String, mu: f64| {
         let (app, who) = (&app, who.clone());
         async move {
-            app.call("POST", "/v1/datasets/d/charges", Some(&gdp(mu)), &[("authorization", &who)])
-                .await
+            app.call(
+                "POST",
+                "/v1/datasets/d/charges",
+                Some(&gdp(mu)),
+                &[("authorization", &who)],
+            )
+            .await
         }
     };
     // bob cannot take alice's share, though the dataset has room for it: the unallocated share
     // (0.8, 0.3 spent) refuses 0.75.
     let (s, b) = charge(&bob, 0.75).await;
-    assert_eq!((s, b["quota"].clone()), (StatusCode::CONFLICT, json!("*")), "{b}");
+    assert_eq!(
+        (s, b["quota"].clone()),
+        (StatusCode::CONFLICT, json!("*")),
+        "{b}"
+    );
     assert!(b["remaining_mu"].as_f64().unwrap() > 0.95, "{b}");
     let (s, b) = charge(&alice, 0.6).await;
     assert_eq!(s, StatusCode::CREATED, "{b}");
@@ -212,22 +335,46 @@ async fn quotas_are_shares_of_the_budget_enforced_by_the_same_filter() {
     assert!((d["mu_spent"].as_f64().unwrap() - 1.0).abs() < 1e-12, "{d}");
     // Quotas cannot drop below what was spent, nor the budget below the quotas.
     let (s, _) = app
-        .call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 0.5, "delta": 0.0})), &[])
+        .call(
+            "PUT",
+            "/v1/datasets/d/quotas/alice",
+            Some(&json!({"mu": 0.5, "delta": 0.0})),
+            &[],
+        )
         .await;
     assert_eq!(s, StatusCode::CONFLICT);
     let (s, b) = app
-        .call("PATCH", "/v1/datasets/d", Some(&json!({"budget": {"mu": 0.9}})), &[])
+        .call(
+            "PATCH",
+            "/v1/datasets/d",
+            Some(&json!({"budget": {"mu": 0.9}})),
+            &[],
+        )
         .await;
-    assert_eq!((s, b["error"].clone()), (StatusCode::CONFLICT, json!("quota_conflict")), "{b}");
+    assert_eq!(
+        (s, b["error"].clone()),
+        (StatusCode::CONFLICT, json!("quota_conflict")),
+        "{b}"
+    );
     // Each holder sees its own quota; admins see all, with the unallocated share.
     let (_, mine) = app
-        .call("GET", "/v1/datasets/d/quotas", None, &[("authorization", &alice)])
+        .call(
+            "GET",
+            "/v1/datasets/d/quotas",
+            None,
+            &[("authorization", &alice)],
+        )
         .await;
     assert_eq!(mine.as_array().unwrap().len(), 1);
     assert_eq!(mine[0]["principal"], "alice");
     assert_eq!(mine[0]["remaining_mu"], 0.0);
     let (_, all) = app.get("/v1/datasets/d/quotas").await;
-    let holders: Vec<_> = all.as_array().unwrap().iter().map(|q| q["principal"].clone()).collect();
+    let holders: Vec<_> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["principal"].clone())
+        .collect();
     assert_eq!(holders, vec![json!("*"), json!("alice")]);
     assert!((all[0]["mu"].as_f64().unwrap() - 0.8).abs() < 1e-12);
     // The ledger says who charged and which share paid.
@@ -236,7 +383,13 @@ async fn quotas_are_shares_of_the_budget_enforced_by_the_same_filter() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["kind"].clone(), e["principal"].clone(), e["quota"].clone()))
+        .map(|e| {
+            (
+                e["kind"].clone(),
+                e["principal"].clone(),
+                e["quota"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         paid,
@@ -255,16 +408,31 @@ async fn a_release_refunds_the_quota_too() {
     let (app, _) = sqlite_app("quota-release").await;
     app.dataset("d", 1.0).await;
     let alice = app.bearer("alice", "analyst").await;
-    app.call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 0.5, "delta": 0.0})), &[])
-        .await;
+    app.call(
+        "PUT",
+        "/v1/datasets/d/quotas/alice",
+        Some(&json!({"mu": 0.5, "delta": 0.0})),
+        &[],
+    )
+    .await;
     let body = json!({"event": {"type": "gdp", "mu": 0.5}, "reserve": true});
     let (s, b) = app
-        .call("POST", "/v1/datasets/d/charges", Some(&body), &[("authorization", &alice)])
+        .call(
+            "POST",
+            "/v1/datasets/d/charges",
+            Some(&body),
+            &[("authorization", &alice)],
+        )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{b}");
     let id = b["charge"]["id"].as_str().unwrap().to_owned();
     let (_, q) = app
-        .call("GET", "/v1/datasets/d/quotas", None, &[("authorization", &alice)])
+        .call(
+            "GET",
+            "/v1/datasets/d/quotas",
+            None,
+            &[("authorization", &alice)],
+        )
         .await;
     assert_eq!(q[0]["remaining_mu"], 0.0);
     let (s, b) = app
@@ -277,9 +445,17 @@ async fn a_release_refunds_the_quota_too() {
         .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     let (_, q) = app
-        .call("GET", "/v1/datasets/d/quotas", None, &[("authorization", &alice)])
+        .call(
+            "GET",
+            "/v1/datasets/d/quotas",
+            None,
+            &[("authorization", &alice)],
+        )
         .await;
-    assert_eq!((q[0]["remaining_mu"].clone(), q[0]["units"].clone()), (json!(0.5), json!(0)));
+    assert_eq!(
+        (q[0]["remaining_mu"].clone(), q[0]["units"].clone()),
+        (json!(0.5), json!(0))
+    );
 }
 
 /// Under concurrency each share admits exactly what fits: alice's quota 0.5 takes 25 units of
@@ -290,15 +466,32 @@ async fn quotas_admit_exactly_what_fits_under_concurrency() {
     app.dataset("d", 1.0).await;
     let alice = app.bearer("alice", "analyst").await;
     let bob = app.bearer("bob", "analyst").await;
-    app.call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 0.5, "delta": 0.0})), &[])
-        .await;
+    app.call(
+        "PUT",
+        "/v1/datasets/d/quotas/alice",
+        Some(&json!({"mu": 0.5, "delta": 0.0})),
+        &[],
+    )
+    .await;
     let app = std::sync::Arc::new(app);
     let mut tasks = Vec::new();
     for i in 0..180 {
-        let (app, who) = (app.clone(), if i % 2 == 0 { alice.clone() } else { bob.clone() });
+        let (app, who) = (
+            app.clone(),
+            if i % 2 == 0 {
+                alice.clone()
+            } else {
+                bob.clone()
+            },
+        );
         tasks.push(tokio::spawn(async move {
             let (s, b) = app
-                .call("POST", "/v1/datasets/d/charges", Some(&gdp(0.1)), &[("authorization", &who)])
+                .call(
+                    "POST",
+                    "/v1/datasets/d/charges",
+                    Some(&gdp(0.1)),
+                    &[("authorization", &who)],
+                )
                 .await;
             (i % 2 == 0, s, b)
         }));
@@ -327,12 +520,27 @@ async fn the_audit_log_records_every_change_and_detects_tampering() {
     app.dataset("d", 1.0).await;
     let alice = app.bearer("alice", "analyst").await;
     let rid = |id: &'static str| [("x-request-id", id)];
-    app.call("PATCH", "/v1/datasets/d", Some(&json!({"budget": {"mu": 2.0}})), &rid("req-budget"))
-        .await;
-    app.call("PUT", "/v1/datasets/d/grants/bob", Some(&json!({"role": "auditor"})), &[])
-        .await;
-    app.call("PUT", "/v1/datasets/d/quotas/alice", Some(&json!({"mu": 1.0, "delta": 0.0})), &[])
-        .await;
+    app.call(
+        "PATCH",
+        "/v1/datasets/d",
+        Some(&json!({"budget": {"mu": 2.0}})),
+        &rid("req-budget"),
+    )
+    .await;
+    app.call(
+        "PUT",
+        "/v1/datasets/d/grants/bob",
+        Some(&json!({"role": "auditor"})),
+        &[],
+    )
+    .await;
+    app.call(
+        "PUT",
+        "/v1/datasets/d/quotas/alice",
+        Some(&json!({"mu": 1.0, "delta": 0.0})),
+        &[],
+    )
+    .await;
     let (s, _) = app
         .call(
             "POST",
@@ -343,12 +551,20 @@ async fn the_audit_log_records_every_change_and_detects_tampering() {
         .await;
     assert_eq!(s, StatusCode::CREATED);
     let (s, _) = app
-        .call("POST", "/v1/datasets/d/charges", Some(&gdp(1.5)), &[("authorization", &alice)])
+        .call(
+            "POST",
+            "/v1/datasets/d/charges",
+            Some(&gdp(1.5)),
+            &[("authorization", &alice)],
+        )
         .await;
     assert_eq!(s, StatusCode::CONFLICT);
     let (_, page) = app.get("/v1/audit?dataset_id=d").await;
     let items = page["items"].as_array().unwrap();
-    let actions: Vec<_> = items.iter().map(|r| r["action"].as_str().unwrap()).collect();
+    let actions: Vec<_> = items
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
     assert_eq!(
         actions,
         vec![
@@ -364,11 +580,20 @@ async fn the_audit_log_records_every_change_and_detects_tampering() {
     assert_eq!(budget["principal"], "tests");
     assert_eq!(budget["request_id"], "req-budget");
     assert_eq!(budget["client"], "192.0.2.7:40000");
-    assert_eq!((budget["before"]["mu"].clone(), budget["after"]["mu"].clone()), (json!(1.0), json!(2.0)));
+    assert_eq!(
+        (
+            budget["before"]["mu"].clone(),
+            budget["after"]["mu"].clone()
+        ),
+        (json!(1.0), json!(2.0))
+    );
     assert_eq!(items[4]["principal"], "alice");
     assert_eq!(items[4]["request_id"], "req-charge");
     assert_eq!(items[4]["after"]["charge"]["event"]["mu"], 0.5);
-    assert!(items[5]["after"]["reason"].as_str().unwrap().contains("quota"));
+    assert!(items[5]["after"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("quota"));
     for (i, r) in items.iter().enumerate() {
         assert_eq!(r["seq"], i as i64 + 1);
         if i > 0 {
@@ -392,9 +617,13 @@ async fn the_audit_log_records_every_change_and_detects_tampering() {
         .header("authorization", format!("Bearer {}", app.token))
         .body(axum::body::Body::empty())
         .unwrap();
-    let res = tower::ServiceExt::oneshot(app.router.clone(), req).await.unwrap();
+    let res = tower::ServiceExt::oneshot(app.router.clone(), req)
+        .await
+        .unwrap();
     assert_eq!(res.headers()["content-type"], "application/x-ndjson");
-    let body = axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap();
+    let body = axum::body::to_bytes(res.into_body(), usize::MAX)
+        .await
+        .unwrap();
     let lines: Vec<Value> = String::from_utf8(body.to_vec())
         .unwrap()
         .lines()
@@ -407,7 +636,11 @@ async fn the_audit_log_records_every_change_and_detects_tampering() {
     let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
     let v = ledgers.verify_audit().await.unwrap();
     assert!(v.problems.is_empty(), "{:?}", v.problems);
-    assert!(v.records >= 8, "dataset records and token records: {}", v.records);
+    assert!(
+        v.records >= 8,
+        "dataset records and token records: {}",
+        v.records
+    );
     let bin = env!("CARGO_BIN_EXE_privacy-ledger");
     let verify = || {
         std::process::Command::new(bin)
@@ -424,7 +657,13 @@ async fn the_audit_log_records_every_change_and_detects_tampering() {
     // 1. An edited record (the budget raised to 20 in the log).
     exec("UPDATE audit SET after_value = replace(after_value, '2.0', '20.0') WHERE chain = 'd' AND seq = 2").await;
     let v = ledgers.verify_audit().await.unwrap();
-    assert!(v.problems.iter().any(|p| p.contains("record 2") && p.contains("edited")), "{:?}", v.problems);
+    assert!(
+        v.problems
+            .iter()
+            .any(|p| p.contains("record 2") && p.contains("edited")),
+        "{:?}",
+        v.problems
+    );
     let out = verify();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("BROKEN"));
@@ -433,11 +672,21 @@ async fn the_audit_log_records_every_change_and_detects_tampering() {
     // 2. A deleted record in the middle (the rejected charge's predecessor).
     exec("DELETE FROM audit WHERE chain = 'd' AND seq = 3").await;
     let v = ledgers.verify_audit().await.unwrap();
-    assert!(v.problems.iter().any(|p| p.contains("missing")), "{:?}", v.problems);
+    assert!(
+        v.problems.iter().any(|p| p.contains("missing")),
+        "{:?}",
+        v.problems
+    );
     // 3. A deleted last record (the tokens' chain): seen against the chain's head.
     exec("DELETE FROM audit WHERE chain = '' AND seq = (SELECT MAX(seq) FROM audit WHERE chain = '')").await;
     let v = ledgers.verify_audit().await.unwrap();
-    assert!(v.problems.iter().any(|p| p.contains("chain \"\"") && p.contains("head")), "{:?}", v.problems);
+    assert!(
+        v.problems
+            .iter()
+            .any(|p| p.contains("chain \"\"") && p.contains("head")),
+        "{:?}",
+        v.problems
+    );
 }
 
 /// Revocation on three replicas sharing PostgreSQL: made on one, refused on all three at once.
@@ -465,23 +714,43 @@ async fn revocation_takes_effect_at_once_on_three_postgres_replicas() {
     assert_eq!(s, StatusCode::CREATED);
     let bearer = format!("Bearer {}", made["secret"].as_str().unwrap());
     for r in &replicas {
-        let (s, _) = r.call("GET", "/v1/datasets?limit=1", None, &[("authorization", &bearer)]).await;
+        let (s, _) = r
+            .call(
+                "GET",
+                "/v1/datasets?limit=1",
+                None,
+                &[("authorization", &bearer)],
+            )
+            .await;
         assert_eq!(s, StatusCode::OK);
     }
     let id = made["token"]["id"].as_str().unwrap();
     let since = (chrono::Utc::now() - chrono::Duration::seconds(5))
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let (s, _) = replicas[1].call("DELETE", &format!("/v1/tokens/{id}"), None, &[]).await;
+    let (s, _) = replicas[1]
+        .call("DELETE", &format!("/v1/tokens/{id}"), None, &[])
+        .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     for r in &replicas {
-        let (s, _) = r.call("GET", "/v1/datasets?limit=1", None, &[("authorization", &bearer)]).await;
+        let (s, _) = r
+            .call(
+                "GET",
+                "/v1/datasets?limit=1",
+                None,
+                &[("authorization", &bearer)],
+            )
+            .await;
         assert_eq!(s, StatusCode::UNAUTHORIZED);
     }
-    let (s, _) = replicas[2].call("DELETE", &format!("/v1/tokens/{id}"), None, &[]).await;
+    let (s, _) = replicas[2]
+        .call("DELETE", &format!("/v1/tokens/{id}"), None, &[])
+        .await;
     assert_eq!(s, StatusCode::NOT_FOUND, "revoked once");
     // The revocation is in the audit log, with who did it.
     let (_, log) = replicas[2]
-        .get(&format!("/v1/audit?principal=tests&since={since}&limit=1000"))
+        .get(&format!(
+            "/v1/audit?principal=tests&since={since}&limit=1000"
+        ))
         .await;
     assert!(log["items"]
         .as_array()

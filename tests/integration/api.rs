@@ -56,7 +56,12 @@ impl TestApp {
         );
         let token = st
             .ledgers
-            .create_token(&privacy_ledger::ledger::auth::Actor::operator(), "tests", "admin", None)
+            .create_token(
+                &privacy_ledger::ledger::auth::Actor::operator(),
+                "tests",
+                "admin",
+                None,
+            )
             .await
             .unwrap()
             .secret;
@@ -75,9 +80,14 @@ impl TestApp {
         headers: &[(&str, &str)],
     ) -> (StatusCode, Value) {
         // The client's address, as `serve` gives it (the audit log records it).
-        let mut req = Request::builder().method(method).uri(uri).extension(
-            axum::extract::ConnectInfo(std::net::SocketAddr::from(([192, 0, 2, 7], 40000))),
-        );
+        let mut req =
+            Request::builder()
+                .method(method)
+                .uri(uri)
+                .extension(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+                    [192, 0, 2, 7],
+                    40000,
+                ))));
         if !headers
             .iter()
             .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))

@@ -78,7 +78,12 @@ async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
     .await;
     let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
     let t = ledgers
-        .create_token(&privacy_ledger::ledger::auth::Actor::operator(), "analyst 7", "analyst", None)
+        .create_token(
+            &privacy_ledger::ledger::auth::Actor::operator(),
+            "analyst 7",
+            "analyst",
+            None,
+        )
         .await
         .unwrap();
     assert!(t.secret.starts_with("pl_") && t.secret.len() == 67);
@@ -101,14 +106,29 @@ async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
         .windows(t.secret.len())
         .any(|w| w == t.secret.as_bytes()));
     // Listing shows the token without its secret.
-    let listed = ledgers.list_tokens(&privacy_ledger::ledger::auth::Actor::operator()).await.unwrap();
+    let listed = ledgers
+        .list_tokens(&privacy_ledger::ledger::auth::Actor::operator())
+        .await
+        .unwrap();
     assert!(listed
         .iter()
         .any(|x| x.id == t.token.id && x.role == "analyst"));
     assert!(!serde_json::to_string(&listed).unwrap().contains(&t.secret));
     // Revoked through one process, refused by both at once.
-    assert!(ledgers.revoke_token(&privacy_ledger::ledger::auth::Actor::operator(), &t.token.id).await.unwrap());
-    assert!(!ledgers.revoke_token(&privacy_ledger::ledger::auth::Actor::operator(), &t.token.id).await.unwrap());
+    assert!(ledgers
+        .revoke_token(
+            &privacy_ledger::ledger::auth::Actor::operator(),
+            &t.token.id
+        )
+        .await
+        .unwrap());
+    assert!(!ledgers
+        .revoke_token(
+            &privacy_ledger::ledger::auth::Actor::operator(),
+            &t.token.id
+        )
+        .await
+        .unwrap());
     for app in [&a, &b] {
         let (s, _) = app
             .call("GET", "/v1/datasets", None, &[("authorization", &bearer)])
@@ -117,7 +137,12 @@ async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
     }
     // Expired.
     let old = ledgers
-        .create_token(&privacy_ledger::ledger::auth::Actor::operator(), "short", "auditor", Some(chrono::Duration::seconds(-1)))
+        .create_token(
+            &privacy_ledger::ledger::auth::Actor::operator(),
+            "short",
+            "auditor",
+            Some(chrono::Duration::seconds(-1)),
+        )
         .await
         .unwrap();
     let (s, _) = a
@@ -195,7 +220,7 @@ async fn roles_admit_exactly_their_actions() {
     let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
     app.dataset("d", 10.0).await;
     let gdp = json!({"event": {"type": "gdp", "mu": 0.1}});
-    // (method, uri, body, action): R read, S spend, A administer.
+    // (method, uri, body, action): R read, S spend, A administer, U audit (admin and auditor).
     let calls: Vec<(&str, String, Option<serde_json::Value>, char)> = vec![
         ("GET", "/v1/datasets".into(), None, 'R'),
         ("GET", "/v1/datasets/d".into(), None, 'R'),
@@ -247,15 +272,39 @@ async fn roles_admit_exactly_their_actions() {
             Some(json!({"id": "new", "budget": {"mu": 1.0}})),
             'A',
         ),
+        ("GET", "/v1/datasets/d/quotas".into(), None, 'R'),
+        ("GET", "/v1/datasets/d/grants".into(), None, 'U'),
+        ("GET", "/v1/audit".into(), None, 'U'),
+        ("GET", "/v1/tokens".into(), None, 'A'),
+        (
+            "PUT",
+            "/v1/datasets/d/quotas/x".into(),
+            Some(json!({"mu": 0.1, "delta": 0.0})),
+            'A',
+        ),
+        (
+            "PUT",
+            "/v1/datasets/d/grants/x".into(),
+            Some(json!({"role": "analyst"})),
+            'A',
+        ),
     ];
     for role in ["admin", "analyst", "auditor"] {
-        let t = ledgers.create_token(&privacy_ledger::ledger::auth::Actor::operator(), role, role, None).await.unwrap();
+        let t = ledgers
+            .create_token(
+                &privacy_ledger::ledger::auth::Actor::operator(),
+                role,
+                role,
+                None,
+            )
+            .await
+            .unwrap();
         let bearer = format!("Bearer {}", t.secret);
         for (m, uri, body, action) in &calls {
             let allowed = match role {
                 "admin" => true,
-                "analyst" => *action != 'A',
-                _ => *action == 'R',
+                "analyst" => matches!(action, 'R' | 'S'),
+                _ => matches!(action, 'R' | 'U'),
             };
             let before = app.get("/v1/datasets/d").await.1["version"].clone();
             let (s, b) = app
@@ -358,4 +407,65 @@ async fn a_token_past_its_rate_gets_429_and_others_do_not() {
         )
         .await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
+}
+
+/// CORS is off unless configured; with an origin configured, that origin (only) gets the
+/// headers, on preflight and on the request itself.
+#[tokio::test]
+async fn cors_answers_only_configured_origins() {
+    use tower::ServiceExt;
+    let app = spawn_app().await;
+    let cors = privacy_ledger::http::with_cors(
+        app.router.clone(),
+        &["https://dash.example.org".to_string()],
+    );
+    let preflight = |origin: &str| {
+        axum::http::Request::builder()
+            .method("OPTIONS")
+            .uri("/v1/datasets")
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization,content-type",
+            )
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    let res = cors
+        .clone()
+        .oneshot(preflight("https://dash.example.org"))
+        .await
+        .unwrap();
+    let h = res.headers();
+    assert_eq!(h["access-control-allow-origin"], "https://dash.example.org");
+    assert!(h["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .contains("authorization"));
+    let res = cors
+        .clone()
+        .oneshot(preflight("https://evil.example"))
+        .await
+        .unwrap();
+    assert!(!res.headers().contains_key("access-control-allow-origin"));
+    let get = axum::http::Request::get("/v1/datasets")
+        .header("origin", "https://dash.example.org")
+        .header("authorization", format!("Bearer {}", app.token))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let res = cors.oneshot(get).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(
+        res.headers()["access-control-allow-origin"],
+        "https://dash.example.org"
+    );
+    // Unconfigured: no headers (the default router, as `serve` builds it without --cors-origin).
+    let res = app
+        .router
+        .clone()
+        .oneshot(preflight("https://dash.example.org"))
+        .await
+        .unwrap();
+    assert!(!res.headers().contains_key("access-control-allow-origin"));
 }

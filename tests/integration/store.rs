@@ -100,7 +100,10 @@ async fn contract(store: Arc<dyn Store>) {
     let p = uuid::Uuid::new_v4().simple().to_string();
     let id = format!("{p}-a");
     store.ping().await.unwrap();
-    store.create_dataset(&dataset(&id), b"s0", None).await.unwrap();
+    store
+        .create_dataset(&dataset(&id), b"s0", None)
+        .await
+        .unwrap();
     assert_eq!(
         store.create_dataset(&dataset(&id), b"s0", None).await,
         Err(StoreError::AlreadyExists)
@@ -225,15 +228,34 @@ async fn contract(store: Arc<dyn Store>) {
     let b = format!("{p}-b");
     assert_eq!(store.grant(&b, "bob").await.unwrap(), None);
     let g = draft(&b, "grant.set");
-    assert!(store.set_grant(&b, "bob", Some("analyst"), "t", &g).await.unwrap());
-    assert_eq!(store.grant(&b, "bob").await.unwrap().as_deref(), Some("analyst"));
-    let mine = store.list_datasets(None, 10_000, Some("bob")).await.unwrap();
-    assert_eq!(mine.iter().map(|d| d.id.clone()).collect::<Vec<_>>(), vec![b.clone()]);
-    assert!(store.set_grant(&b, "bob", Some("auditor"), "t", &g).await.unwrap());
+    assert!(store
+        .set_grant(&b, "bob", Some("analyst"), "t", &g)
+        .await
+        .unwrap());
+    assert_eq!(
+        store.grant(&b, "bob").await.unwrap().as_deref(),
+        Some("analyst")
+    );
+    let mine = store
+        .list_datasets(None, 10_000, Some("bob"))
+        .await
+        .unwrap();
+    assert_eq!(
+        mine.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        vec![b.clone()]
+    );
+    assert!(store
+        .set_grant(&b, "bob", Some("auditor"), "t", &g)
+        .await
+        .unwrap());
     assert_eq!(store.list_grants(&b).await.unwrap()[0].role, "auditor");
     assert!(store.set_grant(&b, "bob", None, "t", &g).await.unwrap());
     assert!(!store.set_grant(&b, "bob", None, "t", &g).await.unwrap());
-    assert!(store.list_datasets(None, 10, Some("bob")).await.unwrap().is_empty());
+    assert!(store
+        .list_datasets(None, 10, Some("bob"))
+        .await
+        .unwrap()
+        .is_empty());
 
     // Quotas are written with an append, in its transaction (not at all when it fails).
     let q = QuotaRow {
@@ -264,12 +286,18 @@ async fn contract(store: Arc<dyn Store>) {
     store.audit(&draft(&id, "unit.rejected")).await.unwrap();
     let chain = store.audit_chain(&id, 0, 100).await.unwrap();
     assert_eq!(
-        chain.iter().map(|r| (r.seq, r.draft.action.as_str())).collect::<Vec<_>>(),
+        chain
+            .iter()
+            .map(|r| (r.seq, r.draft.action.as_str()))
+            .collect::<Vec<_>>(),
         vec![(1, "quota.set"), (2, "unit.rejected")]
     );
     assert_eq!(chain[0].prev_hash, AUDIT_GENESIS);
     assert_eq!(chain[1].prev_hash, chain[0].hash);
-    assert_eq!(chain[1].hash, audit_hash(&chain[0].hash, 2, &chain[1].draft));
+    assert_eq!(
+        chain[1].hash,
+        audit_hash(&chain[0].hash, 2, &chain[1].draft)
+    );
     let heads = store.audit_heads().await.unwrap();
     assert!(heads.contains(&(id.clone(), 2, chain[1].hash.clone())));
     assert_eq!(store.audit_chain(&b, 0, 100).await.unwrap().len(), 3);
@@ -320,7 +348,10 @@ async fn concurrent_appends_on_postgres_never_both_win() {
     };
     let store = open_store(&url).await.unwrap();
     let id = format!("{}-race", uuid::Uuid::new_v4().simple());
-    store.create_dataset(&dataset(&id), b"", None).await.unwrap();
+    store
+        .create_dataset(&dataset(&id), b"", None)
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for _ in 0..16 {
         let (store, id) = (store.clone(), id.clone());
