@@ -201,7 +201,11 @@ impl Ledgers {
                     seq = r.seq;
                 }
             }
-            if seq != *head_seq || prev != *head_hash {
+            if *head_seq < 0 {
+                problems.push(format!(
+                    "chain {chain:?}: {seq} records but no head (the head was deleted)"
+                ));
+            } else if seq != *head_seq || prev != *head_hash {
                 problems.push(format!(
                     "chain {chain:?}: ends at record {seq}, but its head says {head_seq} (records \
                      after {seq} were deleted, or the head was edited)"

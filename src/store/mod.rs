@@ -146,7 +146,11 @@ pub mod sql {
     pub const AUDIT_CHAIN: &str = "SELECT id, chain, seq, at, principal, credential, action, \
         dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
         FROM audit WHERE chain = ? AND seq > ? ORDER BY seq LIMIT ?";
-    pub const AUDIT_HEADS: &str = "SELECT chain, seq, hash FROM audit_heads ORDER BY chain";
+    /// Every chain, with or without a head (a chain whose head row was deleted still has its
+    /// records checked, and shows seq -1 and an empty hash).
+    pub const AUDIT_HEADS: &str = "SELECT c.chain AS chain, COALESCE(h.seq, -1) AS seq, \
+        COALESCE(h.hash, '') AS hash FROM (SELECT chain FROM audit_heads UNION \
+        SELECT chain FROM audit) c LEFT JOIN audit_heads h ON h.chain = c.chain ORDER BY c.chain";
     pub const GRANT_GET: &str = "SELECT role FROM grants WHERE dataset_id = ? AND principal = ?";
     pub const GRANT_LIST: &str = "SELECT dataset_id, principal, role, created_at FROM grants \
         WHERE dataset_id = ? ORDER BY principal";
@@ -545,7 +549,8 @@ pub trait Store: Send + Sync {
         after: i64,
         limit: i64,
     ) -> Result<Vec<AuditRecord>, StoreError>;
-    /// Every chain's head: (chain, last seq, last hash).
+    /// Every chain's head: (chain, last seq, last hash); (chain, -1, "") for a chain that has
+    /// records but no head.
     async fn audit_heads(&self) -> Result<Vec<(String, i64, String)>, StoreError>;
     /// Whether the database answers.
     async fn ping(&self) -> Result<(), StoreError>;

@@ -686,6 +686,18 @@ async fn the_audit_log_records_every_change_and_detects_tampering() {
             .any(|p| p.contains("chain \"\"") && p.contains("head")),
         "{:?}",
         v.problems
+    ); // 4. A deleted head: the chain's records are still checked, and the missing head reported.
+    exec("DELETE FROM audit_heads WHERE chain = 'd'").await;
+    let v = ledgers.verify_audit().await.unwrap();
+    assert!(
+        v.problems.iter().any(|p| p.contains("no head")),
+        "{:?}",
+        v.problems
+    );
+    assert!(
+        v.problems.iter().any(|p| p.contains("missing")),
+        "{:?}",
+        v.problems
     );
 }
 
