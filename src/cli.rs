@@ -89,8 +89,12 @@ pub enum TokenAction {
     },
 }
 
-/// Runs a token command against the database at `url`; the output to print.
-pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
+/// Runs `f` on the ledgers over the database at `url`, on a runtime of its own (the operators'
+/// commands talk to the database directly); errors never show the URL's password.
+fn with_ledgers<T>(
+    url: &str,
+    f: impl AsyncFnOnce(crate::ledger::Ledgers) -> Result<T, String>,
+) -> Result<T, String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -103,7 +107,13 @@ pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
                 crate::app::redact(&e.to_string())
             )
         })?;
-        let ledgers = crate::ledger::Ledgers::new(store);
+        f(crate::ledger::Ledgers::new(store)).await
+    })
+}
+
+/// Runs a token command against the database at `url`; the output to print.
+pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
+    with_ledgers(url, async |ledgers| {
         let operator = crate::ledger::auth::Actor::operator();
         match action {
             TokenAction::Create {
@@ -170,62 +180,48 @@ pub enum AuditAction {
 
 /// Runs an audit command against the database at `url`, printing to standard output.
 pub fn audit(url: &str, action: AuditAction) -> Result<(), String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    rt.block_on(async {
-        let store = crate::app::open_store(url).await.map_err(|e| {
-            format!(
-                "cannot open {}: {}",
-                crate::app::redact(url),
-                crate::app::redact(&e.to_string())
-            )
-        })?;
-        let ledgers = crate::ledger::Ledgers::new(store);
-        match action {
-            AuditAction::Verify => {
-                let v = ledgers.verify_audit().await.map_err(|e| e.to_string())?;
-                for (chain, seq, hash) in &v.heads {
-                    println!("head {chain:?} {seq} {hash}");
-                }
-                if v.problems.is_empty() {
-                    println!(
-                        "audit log intact: {} records in {} chains",
-                        v.records, v.chains
-                    );
-                    Ok(())
-                } else {
-                    for p in &v.problems {
-                        println!("BROKEN: {p}");
-                    }
-                    Err(format!(
-                        "the audit log was tampered with: {} problems",
-                        v.problems.len()
-                    ))
-                }
+    with_ledgers(url, async |ledgers| match action {
+        AuditAction::Verify => {
+            let v = ledgers.verify_audit().await.map_err(|e| e.to_string())?;
+            for (chain, seq, hash) in &v.heads {
+                println!("head {chain:?} {seq} {hash}");
             }
-            AuditAction::Export { dataset_id } => {
-                let operator = crate::ledger::auth::Actor::operator();
-                let mut after = 0;
-                loop {
-                    let q = crate::store::AuditQuery {
-                        dataset_id: dataset_id.clone(),
-                        after,
-                        limit: 1000,
-                        ..Default::default()
-                    };
-                    let (items, next) = ledgers
-                        .list_audit(&operator, q)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    for r in &items {
-                        println!("{}", serde_json::to_string(r).map_err(|e| e.to_string())?);
-                    }
-                    match next {
-                        Some(n) => after = n,
-                        None => return Ok(()),
-                    }
+            if v.problems.is_empty() {
+                println!(
+                    "audit log intact: {} records in {} chains",
+                    v.records, v.chains
+                );
+                Ok(())
+            } else {
+                for p in &v.problems {
+                    println!("BROKEN: {p}");
+                }
+                Err(format!(
+                    "the audit log was tampered with: {} problems",
+                    v.problems.len()
+                ))
+            }
+        }
+        AuditAction::Export { dataset_id } => {
+            let operator = crate::ledger::auth::Actor::operator();
+            let mut after = 0;
+            loop {
+                let q = crate::store::AuditQuery {
+                    dataset_id: dataset_id.clone(),
+                    after,
+                    limit: 1000,
+                    ..Default::default()
+                };
+                let (items, next) = ledgers
+                    .list_audit(&operator, q)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                for r in &items {
+                    println!("{}", serde_json::to_string(r).map_err(|e| e.to_string())?);
+                }
+                match next {
+                    Some(n) => after = n,
+                    None => return Ok(()),
                 }
             }
         }
