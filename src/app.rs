@@ -39,8 +39,13 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StoreError> {
 
 /// The application state over a store.
 pub fn state(store: Arc<dyn Store>, default_grid_step: GridStep) -> AppState {
+    state_over(Ledgers::new(store), default_grid_step)
+}
+
+/// The application state over ledgers (e.g. with OIDC).
+pub fn state_over(ledgers: Ledgers, default_grid_step: GridStep) -> AppState {
     AppState {
-        ledgers: Arc::new(Ledgers::new(store)),
+        ledgers: Arc::new(ledgers),
         metrics: metrics_handle(),
         default_grid_step,
         limiter: Arc::new(http::rate::RateLimiter::new(
@@ -96,7 +101,12 @@ impl Application {
             rate_per_second: cfg.rate_limit_per_second,
             rate_burst: 2.0 * cfg.rate_limit_per_second,
         };
-        let st = state(store, cfg.grid_step()?);
+        let mut ledgers = Ledgers::new(store);
+        if let Some(oidc) = cfg.oidc()? {
+            let oidc = crate::ledger::oidc::Oidc::new(oidc).await?;
+            ledgers = ledgers.with_oidc(Arc::new(oidc));
+        }
+        let st = state_over(ledgers, cfg.grid_step()?);
         // Secure by default: an empty store gets its first admin token now, shown once.
         let first_token = st
             .ledgers

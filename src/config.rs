@@ -53,6 +53,46 @@ pub struct ServeConfig {
         value_delimiter = ','
     )]
     pub cors_origins: Vec<String>,
+    /// Accept JWTs from this OpenID Connect issuer (its `iss`) as bearer tokens, besides the
+    /// service's own tokens; needs --oidc-audience and a key set (--oidc-jwks-file or -url).
+    #[arg(long, env = "PRIVACY_LEDGER_OIDC_ISSUER")]
+    pub oidc_issuer: Option<String>,
+    /// The audience (`aud`) accepted JWTs must name.
+    #[arg(long, env = "PRIVACY_LEDGER_OIDC_AUDIENCE")]
+    pub oidc_audience: Option<String>,
+    /// The issuer's public keys, a JWK set in a file (re-read when a token names an unknown key).
+    #[arg(
+        long,
+        env = "PRIVACY_LEDGER_OIDC_JWKS_FILE",
+        conflicts_with = "oidc_jwks_url"
+    )]
+    pub oidc_jwks_file: Option<std::path::PathBuf>,
+    /// The issuer's public keys, a JWK set at an https:// URL (refreshed every 10 minutes and
+    /// when a token names an unknown key).
+    #[arg(long, env = "PRIVACY_LEDGER_OIDC_JWKS_URL")]
+    pub oidc_jwks_url: Option<String>,
+    /// The JWT claim naming the principal.
+    #[arg(
+        long,
+        env = "PRIVACY_LEDGER_OIDC_PRINCIPAL_CLAIM",
+        default_value = "sub"
+    )]
+    pub oidc_principal_claim: String,
+    /// The JWT claim holding the global role (admin, analyst, auditor; absent: grants only).
+    #[arg(
+        long,
+        env = "PRIVACY_LEDGER_OIDC_ROLE_CLAIM",
+        default_value = "privacy_ledger_role"
+    )]
+    pub oidc_role_claim: String,
+    /// Longest a JWT may still be valid when presented, in seconds (JWTs cannot be revoked
+    /// here: this bounds how long one outlives its revocation at the provider).
+    #[arg(
+        long,
+        env = "PRIVACY_LEDGER_OIDC_MAX_TOKEN_LIFETIME_SECS",
+        default_value_t = 3600
+    )]
+    pub oidc_max_token_lifetime_secs: u64,
     /// Log format.
     #[arg(
         long,
@@ -89,9 +129,85 @@ impl ServeConfig {
                 ));
             }
         }
+        self.oidc()?;
         if self.request_timeout_secs == 0 {
             return Err("--request-timeout-secs must be at least 1".into());
         }
         Ok(())
+    }
+
+    /// The OIDC settings, checked: `None` when no issuer is configured.
+    pub fn oidc(&self) -> Result<Option<crate::ledger::oidc::OidcConfig>, String> {
+        use crate::ledger::oidc::{JwksSource, OidcConfig};
+        let any = self.oidc_issuer.is_some()
+            || self.oidc_audience.is_some()
+            || self.oidc_jwks_file.is_some()
+            || self.oidc_jwks_url.is_some();
+        if !any {
+            return Ok(None);
+        }
+        let (Some(issuer), Some(audience)) = (&self.oidc_issuer, &self.oidc_audience) else {
+            return Err("OIDC needs both --oidc-issuer and --oidc-audience".into());
+        };
+        let jwks = match (&self.oidc_jwks_file, &self.oidc_jwks_url) {
+            (Some(f), None) => JwksSource::File(f.clone()),
+            (None, Some(u)) => JwksSource::Url(u.clone()),
+            _ => {
+                return Err("OIDC needs exactly one of --oidc-jwks-file and --oidc-jwks-url".into())
+            }
+        };
+        let c = OidcConfig {
+            issuer: issuer.clone(),
+            audience: audience.clone(),
+            jwks,
+            principal_claim: self.oidc_principal_claim.clone(),
+            role_claim: self.oidc_role_claim.clone(),
+            max_lifetime: std::time::Duration::from_secs(self.oidc_max_token_lifetime_secs),
+            min_refetch: crate::ledger::oidc::MIN_REFETCH,
+        };
+        c.validate()?;
+        Ok(Some(c))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeConfig,
+    }
+
+    fn parse(args: &[&str]) -> ServeConfig {
+        Cli::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .unwrap()
+            .serve
+    }
+
+    #[test]
+    fn oidc_needs_an_issuer_an_audience_and_exactly_one_key_set() {
+        assert!(parse(&[]).oidc().unwrap().is_none());
+        let iss = ["--oidc-issuer", "https://id.example"];
+        let aud = ["--oidc-audience", "privacy-ledger"];
+        let file = ["--oidc-jwks-file", "/etc/jwks.json"];
+        let url = ["--oidc-jwks-url", "https://id.example/jwks"];
+        let full: Vec<&str> = [&iss[..], &aud, &file].concat();
+        let c = parse(&full).oidc().unwrap().unwrap();
+        assert_eq!(c.principal_claim, "sub");
+        assert_eq!(c.max_lifetime.as_secs(), 3600);
+        assert!(parse(&[&iss[..], &file].concat()).validate().is_err());
+        assert!(parse(&[&aud[..], &url].concat()).validate().is_err());
+        assert!(parse(&[&iss[..], &aud].concat()).validate().is_err());
+        assert!(Cli::try_parse_from(
+            std::iter::once("serve").chain([&iss[..], &aud, &file, &url].concat())
+        )
+        .is_err());
+        let plain = ["--oidc-jwks-url", "http://id.example/jwks"];
+        assert!(parse(&[&iss[..], &aud, &plain].concat())
+            .validate()
+            .is_err());
     }
 }

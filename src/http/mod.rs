@@ -82,11 +82,12 @@ impl axum::extract::FromRequestParts<AppState> for Caller {
             .filter(|t| !t.is_empty())
             .ok_or(crate::ledger::LedgerError::Unauthenticated)?;
         let p = s.ledgers.authenticate(secret).await?;
-        s.limiter.check(&p.token_id).map_err(|wait| {
+        // Per principal: a caller cannot escape its limit by making more tokens (or JWTs).
+        s.limiter.check(&p.name).map_err(|wait| {
             ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limited",
-                format!("too many requests for this token; retry in {wait} s"),
+                format!("too many requests from this principal; retry in {wait} s"),
             )
             .with_details(serde_json::json!({"retry_after_seconds": wait}))
             .with_retry_after(wait)
@@ -121,7 +122,9 @@ impl utoipa::Modify for BearerAuth {
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some(
-                        "A token from the first start's output or `privacy-ledger token create`",
+                        "A token from the first start's output, `privacy-ledger token create` or \
+                         `POST /v1/tokens` (`pl_…`); or, where the service is configured for an \
+                         OpenID Connect issuer, a JWT from that issuer",
                     ))
                     .build(),
             ),

@@ -1,4 +1,4 @@
-//! Per-principal rate limiting: a token bucket per token id (refilled at `rate` per second, up to
+//! Per-principal rate limiting: a token bucket per principal (name) (refilled at `rate` per second, up to
 //! `burst`), so one caller cannot starve the others; beyond it, 429 with Retry-After.
 
 use std::collections::HashMap;

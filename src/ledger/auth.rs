@@ -229,7 +229,18 @@ fn row(t: &NewToken) -> TokenRow {
 impl Ledgers {
     /// The principal of a bearer secret; [`LedgerError::Unauthenticated`] when it is unknown,
     /// revoked or expired (one answer for all three: the caller learns nothing about the token).
+    /// A bearer that is not one of our tokens is tried as a JWT when OIDC is configured
+    /// ([`super::oidc`]); why one is refused is logged, never told.
     pub async fn authenticate(&self, secret: &str) -> Result<Principal, LedgerError> {
+        if !secret.starts_with("pl_") {
+            let Some(oidc) = &self.oidc else {
+                return Err(LedgerError::Unauthenticated);
+            };
+            return oidc.verify(secret).await.map_err(|reason| {
+                tracing::info!(%reason, "bearer JWT refused");
+                LedgerError::Unauthenticated
+            });
+        }
         let Some(t) = self.store.token_by_hash(&hash(secret)).await? else {
             return Err(LedgerError::Unauthenticated);
         };

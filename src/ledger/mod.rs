@@ -14,6 +14,7 @@ pub mod audit;
 pub mod auth;
 pub mod filter;
 pub mod input;
+pub mod oidc;
 pub mod quotas;
 pub mod schema;
 mod units;
@@ -353,6 +354,8 @@ pub struct Ledgers {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Composed states by dataset, tagged with the ledger version they belong to.
     cache: Mutex<HashMap<String, (i64, Arc<Composition>)>>,
+    /// JWTs from an identity provider, when configured.
+    oidc: Option<Arc<oidc::Oidc>>,
 }
 
 fn now() -> String {
@@ -747,7 +750,14 @@ impl Ledgers {
             store,
             locks: Mutex::new(HashMap::new()),
             cache: Mutex::new(HashMap::new()),
+            oidc: None,
         }
+    }
+
+    /// Also accepts JWTs from an identity provider as bearer tokens.
+    pub fn with_oidc(mut self, oidc: Arc<oidc::Oidc>) -> Self {
+        self.oidc = Some(oidc);
+        self
     }
 
     /// Whether the store answers.

@@ -3,7 +3,7 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
-use privacy_ledger::app::{open_store, state};
+use privacy_ledger::app::{open_store, state_over};
 use privacy_ledger::http::{router, Limits};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -50,8 +50,17 @@ impl TestApp {
         limits: Limits,
         dir: PathBuf,
     ) -> Self {
-        let st = state(
-            store,
+        Self::over_ledgers(privacy_ledger::ledger::Ledgers::new(store), limits, dir).await
+    }
+
+    /// An app over ledgers (e.g. with OIDC), with an admin token.
+    pub async fn over_ledgers(
+        ledgers: privacy_ledger::ledger::Ledgers,
+        limits: Limits,
+        dir: PathBuf,
+    ) -> Self {
+        let st = state_over(
+            ledgers,
             privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
         );
         let token = st

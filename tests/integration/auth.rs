@@ -376,27 +376,43 @@ async fn request_ids_are_checked_and_security_headers_sent() {
     assert!(!h.contains_key("access-control-allow-origin"));
 }
 
-/// One token past its rate gets 429 with Retry-After; another token is not slowed down.
+/// A principal past its rate gets 429 with Retry-After, whichever of its tokens it uses; another
+/// principal is not slowed down.
 #[tokio::test]
-async fn a_token_past_its_rate_gets_429_and_others_do_not() {
+async fn a_principal_past_its_rate_gets_429_and_others_do_not() {
     let app = crate::api::spawn_app_with(Limits {
         rate_per_second: 1.0,
         rate_burst: 5.0,
         ..Limits::default()
     })
     .await;
+    // Made before the burst is spent: a second token of the same principal, and another one.
+    let same = app.bearer("tests", "admin").await;
+    let other = app.bearer("someone else", "auditor").await;
     let mut statuses = Vec::new();
     for _ in 0..7 {
         statuses.push(app.get("/v1/datasets").await.0);
     }
     assert!(
-        statuses[..5].iter().all(|s| *s == StatusCode::OK),
+        statuses[..3].iter().all(|s| *s == StatusCode::OK),
         "{statuses:?}"
     );
     let (s, b) = app.get("/v1/datasets").await;
     assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{b}");
     assert_eq!(b["error"], "rate_limited");
     assert!(b["details"]["retry_after_seconds"].as_u64().unwrap() >= 1);
+    let (s, _) = app
+        .call("GET", "/v1/datasets", None, &[("authorization", &same)])
+        .await;
+    assert_eq!(
+        s,
+        StatusCode::TOO_MANY_REQUESTS,
+        "a new token does not reset the limit"
+    );
+    let (s, _) = app
+        .call("GET", "/v1/datasets", None, &[("authorization", &other)])
+        .await;
+    assert_eq!(s, StatusCode::OK);
     // Unauthenticated requests are refused before they use anyone's bucket.
     let (s, _) = app
         .call(

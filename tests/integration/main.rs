@@ -8,6 +8,7 @@ mod cli;
 mod crash;
 mod filter;
 mod gdp_extremes;
+mod oidc;
 mod pld;
 mod properties;
 mod replicas;
