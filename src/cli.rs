@@ -15,7 +15,7 @@ pub enum CliError {
         source: std::io::Error,
     },
     #[error("input is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(String),
     #[error(transparent)]
     Accountant(#[from] AccountantError),
 }
@@ -59,7 +59,15 @@ pub fn account(input: Option<&Path>) -> Result<String, CliError> {
             source: std::io::Error::other(format!("input exceeds {MAX_INPUT_BYTES} bytes")),
         });
     }
-    let v: serde_json::Value = serde_json::from_str(&buf)?;
+    let v = match crate::accountant::json::parse_strict(buf.as_bytes()) {
+        Ok(v) => v,
+        Err(crate::accountant::json::ParseError::Syntax(m)) => {
+            return Err(CliError::Json(m));
+        }
+        Err(crate::accountant::json::ParseError::Invalid(e)) => {
+            return Err(AccountantError::from(e).into())
+        }
+    };
     let req = AccountRequest::from_json(&v).map_err(AccountantError::from)?;
     let rep = account::account(&req)?;
     Ok(serde_json::to_string_pretty(&rep).expect("reports serialise"))

@@ -71,6 +71,127 @@ impl fmt::Display for JsonPath {
     }
 }
 
+/// Why a document was refused by [`parse_strict`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// Not JSON at all (the parser's message, with line and column).
+    Syntax(String),
+    /// JSON, but not acceptable input: a key given twice, or a NUL character.
+    Invalid(InputError),
+}
+
+/// Parses a JSON document, refusing what plain parsing lets through silently: an object key
+/// given twice (serde_json keeps the last one, so a reviewer reading the first would be misled)
+/// and the NUL character in a key or a string (no text column of PostgreSQL can store it, and
+/// nothing legitimate needs it). Either is an [`InputError`] naming the JSON path.
+pub fn parse_strict(text: &[u8]) -> Result<Value, ParseError> {
+    let fault = std::cell::RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let seed = Strict {
+        path: JsonPath::root(),
+        fault: &fault,
+    };
+    let parsed = serde::de::DeserializeSeed::deserialize(seed, &mut de).and_then(|v| {
+        de.end()?;
+        Ok(v)
+    });
+    match (parsed, fault.into_inner()) {
+        (_, Some(e)) => Err(ParseError::Invalid(e)),
+        (Ok(v), None) => Ok(v),
+        (Err(e), None) => Err(ParseError::Syntax(e.to_string())),
+    }
+}
+
+/// Builds a [`Value`] like serde_json's own, recording the first refused key or string.
+struct Strict<'f> {
+    path: JsonPath,
+    fault: &'f std::cell::RefCell<Option<InputError>>,
+}
+
+impl Strict<'_> {
+    fn refuse<E: serde::de::Error>(&self, path: &JsonPath, reason: &str) -> E {
+        *self.fault.borrow_mut() = Some(InputError::new(path, reason));
+        E::custom(reason)
+    }
+
+    fn text<E: serde::de::Error>(&self, s: &str, path: &JsonPath, what: &str) -> Result<(), E> {
+        if s.contains('\0') {
+            Err(self.refuse(
+                path,
+                &format!("{what} must not contain the NUL character (\\u0000)"),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::Number(n.into()))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::Number(n.into()))
+    }
+    fn visit_f64<E>(self, x: f64) -> Result<Value, E> {
+        // JSON has no NaN or infinity; a finite f64 always makes a Number.
+        Ok(serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Value, E> {
+        self.text(s, &self.path, "text")?;
+        Ok(Value::String(s.to_owned()))
+    }
+    fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Value, E> {
+        self.text(&s, &self.path, "text")?;
+        Ok(Value::String(s))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(Strict {
+            path: self.path.index(out.len()),
+            fault: self.fault,
+        })? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(k) = map.next_key::<String>()? {
+            // A key with NUL is named by its object's path (the key itself is not printable).
+            self.text(&k, &self.path, "a key")?;
+            let path = self.path.field(&k);
+            if out.contains_key(&k) {
+                return Err(self.refuse(&path, "is given twice; each key may appear once"));
+            }
+            let v = map.next_value_seed(Strict {
+                path,
+                fault: self.fault,
+            })?;
+            out.insert(k, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
 /// Describes a JSON value's kind for error messages.
 pub fn kind(v: &Value) -> &'static str {
     match v {
@@ -234,6 +355,40 @@ pub fn number_list<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strict_parsing_refuses_duplicate_keys_and_nul_and_keeps_everything_else() {
+        let v = parse_strict(br#"{"a": [1, -2, 2.5e-3, true, null, "x\u00e9"], "b": {"c": {}}}"#)
+            .unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"a": [1, -2, 2.5e-3, true, null, "x\u{e9}"], "b": {"c": {}}})
+        );
+        let e = |t: &str| match parse_strict(t.as_bytes()) {
+            Err(ParseError::Invalid(e)) => e.to_string(),
+            other => panic!("{t}: {other:?}"),
+        };
+        assert_eq!(
+            e(r#"{"event": {"mu": 1, "mu": 2}}"#),
+            "$.event.mu: is given twice; each key may appear once"
+        );
+        assert_eq!(
+            e(r#"{"label": "a\u0000b"}"#),
+            "$.label: text must not contain the NUL character (\\u0000)"
+        );
+        assert_eq!(
+            e(r#"{"m": [{"ok": 1}, {"k\u0000": 1}]}"#),
+            "$.m[1]: a key must not contain the NUL character (\\u0000)"
+        );
+        assert!(matches!(
+            parse_strict(b"{\"a\": 1} x"),
+            Err(ParseError::Syntax(_))
+        ));
+        assert!(matches!(
+            parse_strict(b"{\"a\": }"),
+            Err(ParseError::Syntax(_))
+        ));
+    }
     use serde_json::json;
 
     #[test]

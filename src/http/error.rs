@@ -2,7 +2,6 @@
 
 use crate::accountant::{AccountantError, InputError};
 use crate::ledger::LedgerError;
-use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -21,6 +20,8 @@ pub struct ErrorBody {
     /// Structured details (for input errors: `path` and `reason`).
     #[schema(value_type = Object)]
     pub details: Value,
+    /// The request's id (also in the `x-request-id` header), to quote when reporting it.
+    pub request_id: Option<String>,
 }
 
 /// The 409 body when a charge does not fit the budget (the error fields plus the figures).
@@ -46,6 +47,8 @@ pub struct BudgetExceededBody {
     pub quota: Option<String>,
     #[schema(value_type = Object)]
     pub details: Value,
+    /// The request's id.
+    pub request_id: Option<String>,
 }
 
 /// An error on its way to the client.
@@ -300,31 +303,21 @@ impl From<LedgerError> for ApiError {
     }
 }
 
-impl From<JsonRejection> for ApiError {
-    fn from(r: JsonRejection) -> Self {
-        let status = r.status();
-        let code = match status {
-            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-            _ => "malformed_json",
-        };
-        let status = if status == StatusCode::UNPROCESSABLE_ENTITY {
-            StatusCode::BAD_REQUEST
-        } else {
-            status
-        };
-        ApiError::new(status, code, r.body_text())
+impl ApiError {
+    /// The JSON body: `{error, message, details}` and any extra fields.
+    pub fn body(&self) -> Value {
+        let mut body = Map::new();
+        body.insert("error".into(), json!(self.code));
+        body.insert("message".into(), json!(self.message));
+        body.insert("details".into(), self.details.clone());
+        body.extend(self.extra.clone());
+        Value::Object(body)
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = Map::new();
-        body.insert("error".into(), json!(self.code));
-        body.insert("message".into(), json!(self.message));
-        body.insert("details".into(), self.details);
-        body.extend(self.extra);
-        let mut res = (self.status, axum::Json(Value::Object(body))).into_response();
+        let mut res = (self.status, axum::Json(self.body())).into_response();
         if let Some(s) = self.retry_after {
             res.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
@@ -351,6 +344,7 @@ pub fn for_status(status: StatusCode) -> ApiError {
         }
         StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "the request body is too large"),
         StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
+        StatusCode::URI_TOO_LONG => ("uri_too_long", "the request target is too long"),
         StatusCode::SERVICE_UNAVAILABLE => ("unavailable", "the service is unavailable"),
         s if s.is_server_error() => ("internal", "something went wrong on our side"),
         _ => ("error", "the request failed"),

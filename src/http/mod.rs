@@ -133,9 +133,54 @@ impl utoipa::Modify for BearerAuth {
 }
 
 /// `axum::Json` whose rejections use the API's error shape.
-#[derive(FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// A JSON request body, parsed strictly ([`crate::accountant::json::parse_strict`]): 415 unless
+/// the content type is JSON, 413 beyond the body limit, 400 when it is not JSON, 422 naming the
+/// path for a key given twice or a NUL character.
 pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync> FromRequest<S> for ApiJson<serde_json::Value> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        use crate::accountant::json::{parse_strict, ParseError};
+        let json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            })
+            .is_some_and(|m| {
+                m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+            });
+        if !json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "the body must be JSON, sent with Content-Type: application/json",
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|r| match r.status() {
+                StatusCode::PAYLOAD_TOO_LARGE => error::for_status(StatusCode::PAYLOAD_TOO_LARGE),
+                s => ApiError::new(s, "unreadable_body", r.body_text()),
+            })?;
+        match parse_strict(&bytes) {
+            Ok(v) => Ok(ApiJson(v)),
+            Err(ParseError::Syntax(m)) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "malformed_json",
+                format!("the body is not valid JSON: {m}"),
+            )),
+            Err(ParseError::Invalid(e)) => Err(e.into()),
+        }
+    }
+}
 
 #[derive(OpenApi)]
 #[openapi(
@@ -239,22 +284,116 @@ fn security_headers(router: Router) -> Router {
         ))
 }
 
-/// Gives bare error statuses from layers (timeouts, unknown routes, panics) the API's JSON shape.
-async fn json_errors(req: Request, next: Next) -> Response {
-    let res = next.run(req).await;
-    let status = res.status();
-    let is_json = res
+/// Longest path parameter or query value accepted.
+const MAX_PARAM_BYTES: usize = 256;
+
+/// Checks every path parameter and query value of a matched route before its handler runs: text
+/// without control characters (NUL included: no database column can hold it), at most
+/// [`MAX_PARAM_BYTES`], and a dataset id (`{id}`) by the ids' rule. Otherwise 422 naming
+/// `path.<name>` or `query.<name>`. One place for every route and both stores.
+async fn check_params(
+    params: Result<axum::extract::RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+    req: Request,
+    next: Next,
+) -> Response {
+    fn text(location: &str, v: &str) -> Result<(), ApiError> {
+        if v.len() > MAX_PARAM_BYTES {
+            return Err(ApiError::invalid_param(
+                location,
+                format!("must be at most {MAX_PARAM_BYTES} bytes"),
+            ));
+        }
+        if v.chars().any(char::is_control) {
+            return Err(ApiError::invalid_param(
+                location,
+                "must not contain control characters (NUL, newline, …)",
+            ));
+        }
+        Ok(())
+    }
+    let checked = (|| {
+        let params = params.map_err(|r| ApiError::invalid_param("path", r.body_text()))?;
+        for (name, value) in &params {
+            let location = format!("path.{name}");
+            text(&location, value)?;
+            if name == "id" {
+                crate::ledger::input::dataset_id(value, &crate::accountant::json::JsonPath::root())
+                    .map_err(|e| ApiError::invalid_param(&location, e.reason))?;
+            }
+        }
+        if let Some(q) = req.uri().query() {
+            let pairs = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(req.uri())
+                .map_err(|_| {
+                    ApiError::invalid_param("query", format!("cannot be decoded: {q:?}"))
+                })?;
+            for (k, v) in &pairs.0 {
+                text("query", k)?;
+                text(&format!("query.{k}"), v)?;
+            }
+        }
+        Ok::<(), ApiError>(())
+    })();
+    match checked {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Longest request target (path and query) accepted: 414 beyond. (hyper itself answers a bare 414
+/// beyond 64 KiB, before any of this code runs.)
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// Largest error body rewritten (error bodies are small; a larger one passes unchanged).
+const MAX_ERROR_BODY: usize = 1 << 20;
+
+/// Every 4xx/5xx leaves with the API's error shape and the request id: bare statuses from layers
+/// (timeouts, unknown routes, panics) get a body, every error body gets `request_id`, and a
+/// too-long request target is refused here with 414.
+async fn error_envelope(req: Request, next: Next) -> Response {
+    let id = req
         .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    let res = if target > MAX_URI_BYTES {
+        ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("the request target is {target} bytes; at most {MAX_URI_BYTES} are accepted"),
+        )
+        .into_response()
+    } else {
+        next.run(req).await
+    };
+    let status = res.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return res;
+    }
+    let (mut parts, body) = res.into_parts();
+    let is_json = parts
+        .headers
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if (status.is_client_error() || status.is_server_error()) && !is_json {
-        let mut out = error::for_status(status).into_response();
-        if let Some(id) = res.headers().get("x-request-id") {
-            out.headers_mut().insert("x-request-id", id.clone());
-        }
-        return out;
-    }
-    res
+    let bytes = axum::body::to_bytes(body, MAX_ERROR_BODY).await.ok();
+    let mut obj = match (is_json, bytes) {
+        (true, Some(b)) => match serde_json::from_slice::<serde_json::Value>(&b) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => return Response::from_parts(parts, axum::body::Body::from(b)),
+        },
+        _ => match serde_json::to_value(error::for_status(status).body()) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        },
+    };
+    obj.insert("request_id".into(), serde_json::json!(id));
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let body = serde_json::to_vec(&obj).expect("a JSON map serialises");
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 /// The router with CORS for `origins` (checked origins, see the `--cors-origin` flag); unchanged
@@ -297,6 +436,7 @@ pub fn router(mut state: AppState, limits: Limits) -> Router {
         limits.rate_burst,
     ));
     let (api, spec) = api().split_for_parts();
+    let api = api.route_layer(middleware::from_fn(check_params));
     let spec = Arc::new(spec.to_pretty_json().expect("the spec serialises"));
     let inner = api
         .route(
@@ -319,12 +459,12 @@ pub fn router(mut state: AppState, limits: Limits) -> Router {
         .fallback(|| async { error::for_status(StatusCode::NOT_FOUND) })
         .with_state(state)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        .layer(middleware::from_fn(json_errors))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             limits.request_timeout,
         ))
-        .layer(CatchPanicLayer::new());
+        .layer(CatchPanicLayer::new())
+        .layer(middleware::from_fn(error_envelope));
     security_headers(inner)
     .layer(PropagateRequestIdLayer::x_request_id())
     .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {

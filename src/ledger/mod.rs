@@ -112,6 +112,10 @@ impl From<StoreError> for LedgerError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Corrupt(m) => LedgerError::Internal(m),
+            StoreError::InvalidValue(m) => LedgerError::Invalid(
+                "request".into(),
+                format!("holds a value the database cannot store ({m})"),
+            ),
             other => LedgerError::Unavailable(other),
         }
     }

@@ -443,6 +443,10 @@ pub enum StoreError {
     /// The database cannot be reached or refused the operation; retryable.
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
+    /// The database refused a value it cannot represent (e.g. NUL in text on PostgreSQL); the
+    /// edge refuses such values first, so this is a backstop, not a retryable failure.
+    #[error("the database cannot store a value: {0}")]
+    InvalidValue(String),
     /// Stored data could not be read back.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),

@@ -67,7 +67,16 @@ pub struct PostgresStore {
 }
 
 fn unavailable(e: sqlx::Error) -> StoreError {
-    StoreError::Unavailable(e.to_string())
+    // 22021 character_not_in_repertoire (NUL in text), 22P05 untranslatable_character: the value,
+    // not the database, is at fault.
+    let code = e
+        .as_database_error()
+        .and_then(|d| d.code())
+        .map(|c| c.into_owned());
+    match code.as_deref() {
+        Some("22021") | Some("22P05") => StoreError::InvalidValue(e.to_string()),
+        _ => StoreError::Unavailable(e.to_string()),
+    }
 }
 
 impl PostgresStore {

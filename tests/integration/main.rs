@@ -12,5 +12,6 @@ mod oidc;
 mod pld;
 mod properties;
 mod replicas;
+mod robustness;
 mod runs;
 mod store;

@@ -371,3 +371,21 @@ async fn concurrent_appends_on_postgres_never_both_win() {
     }
     assert_eq!(wins, 1);
 }
+
+/// Text PostgreSQL cannot store (NUL) is the value's fault, not an outage: `InvalidValue` (a 422),
+/// never `Unavailable` (a retryable 503). The HTTP edge refuses such text first; this is the backstop.
+#[tokio::test]
+async fn postgres_refuses_nul_text_as_an_invalid_value_not_an_outage() {
+    let Some(url) = postgres_url() else {
+        eprintln!("skipped: set TEST_DATABASE_URL to run the PostgreSQL NUL check");
+        return;
+    };
+    let store = open_store(&url).await.unwrap();
+    let mut row = dataset(&format!("{}-nul", uuid::Uuid::new_v4().simple()));
+    row.description = "a\0b".into();
+    let e = store.create_dataset(&row, b"", None).await.unwrap_err();
+    assert!(
+        matches!(e, privacy_ledger::store::StoreError::InvalidValue(_)),
+        "{e:?}"
+    );
+}

@@ -1,0 +1,273 @@
+//! Bad traffic gets a clear 4xx in the one error shape, on both stores: NUL and control
+//! characters in bodies, paths and queries; duplicate JSON keys; too-long targets; timeouts; and
+//! requests for datasets that do not exist leave no per-dataset state behind.
+
+use crate::api::{spawn_app, spawn_app_with, temp_dir, TestApp};
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use privacy_ledger::app::open_store;
+use privacy_ledger::http::Limits;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tower::ServiceExt;
+
+/// Sends a raw body (so it can hold what `json!` cannot: duplicate keys).
+async fn raw(app: &TestApp, method: &str, uri: &str, body: &str) -> (StatusCode, Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("authorization", format!("Bearer {}", app.token))
+        .header("content-type", "application/json")
+        .header("x-request-id", "req-robust-1")
+        .body(Body::from(body.to_owned()))
+        .unwrap();
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// Each (method, uri, body) must be a 422 naming `path`, with the request id in the body.
+async fn refused_naming(app: &TestApp, cases: &[(&str, &str, &str, &str)]) {
+    for (method, uri, body, path) in cases {
+        let (s, b) = raw(app, method, uri, body).await;
+        assert_eq!(
+            s,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{method} {uri} {body}: {b}"
+        );
+        assert_eq!(b["error"], "invalid_field", "{b}");
+        assert_eq!(b["details"]["path"], *path, "{method} {uri} {body}: {b}");
+        assert_eq!(b["request_id"], "req-robust-1", "{b}");
+    }
+}
+
+async fn bad_text_is_refused_by_name(app: &TestApp) {
+    app.dataset("d", 1.0).await;
+    refused_naming(
+        app,
+        &[
+            (
+                "POST",
+                "/v1/datasets/d/charges",
+                r#"{"event": {"type": "gdp", "mu": 0.1}, "label": "a\u0000b"}"#,
+                "$.label",
+            ),
+            (
+                "POST",
+                "/v1/datasets/d/charges",
+                r#"{"event": {"type": "gdp", "mu": 0.1}, "metadata": {"k": ["x", "\u0000"]}}"#,
+                "$.metadata.k[1]",
+            ),
+            (
+                "POST",
+                "/v1/datasets",
+                r#"{"id": "e", "budget": {"mu": 1}, "description": "\u0000"}"#,
+                "$.description",
+            ),
+            (
+                "POST",
+                "/v1/datasets/d/charges",
+                r#"{"event": {"type": "gdp", "mu": 0.1, "mu": 5}}"#,
+                "$.event.mu",
+            ),
+            (
+                "POST",
+                "/v1/datasets",
+                r#"{"id": "e", "id": "f", "budget": {"mu": 1}}"#,
+                "$.id",
+            ),
+            ("GET", "/v1/datasets/d%00x", "", "path.id"),
+            ("GET", "/v1/datasets/d%00x/charges", "", "path.id"),
+            (
+                "POST",
+                "/v1/datasets/d%0Ax/charges",
+                r#"{"event": {"type": "gdp", "mu": 0.1}}"#,
+                "path.id",
+            ),
+            ("GET", "/v1/datasets/d/runs/r%00", "", "path.run_id"),
+            (
+                "POST",
+                "/v1/datasets/d/charges/c%00/commit",
+                "{}",
+                "path.charge_id",
+            ),
+            (
+                "PUT",
+                "/v1/datasets/d/grants/eve%00",
+                r#"{"role": "analyst"}"#,
+                "path.principal",
+            ),
+            ("DELETE", "/v1/tokens/t%00", "", "path.token_id"),
+            ("GET", "/v1/audit?principal=a%00b", "", "query.principal"),
+            ("GET", "/v1/audit?dataset_id=d%00", "", "query.dataset_id"),
+            ("GET", "/v1/datasets?cursor=%00", "", "query.cursor"),
+        ],
+    )
+    .await;
+    // A dataset id that cannot exist is refused as such, not looked up.
+    let long = format!("/v1/datasets/{}", "a".repeat(300));
+    let (s, b) = raw(app, "GET", &long, "").await;
+    assert_eq!(
+        (s, b["details"]["path"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("path.id"))
+    );
+    // Nothing was written, and the ledger still works.
+    let (s, b) = app.get("/v1/datasets/d").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["charges"], 0, "{b}");
+    let (s, _) = app
+        .post(
+            "/v1/datasets/d/charges",
+            json!({"event": {"type": "gdp", "mu": 0.1}, "label": "fine"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn nul_control_characters_and_duplicate_keys_are_422_naming_the_field_on_sqlite() {
+    bad_text_is_refused_by_name(&spawn_app().await).await;
+}
+
+#[tokio::test]
+async fn nul_control_characters_and_duplicate_keys_are_422_naming_the_field_on_postgres() {
+    let Some(url) = crate::store::postgres_url() else {
+        eprintln!("skipped: set TEST_DATABASE_URL to run the PostgreSQL bad-text test");
+        return;
+    };
+    // A schema of its own, so the dataset ids of this test do not meet other tests' rows.
+    let schema = format!("robust_{}", uuid::Uuid::new_v4().simple());
+    let admin = open_store(&url).await.unwrap();
+    drop(admin);
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let scoped = format!("{url}{sep}options=-csearch_path%3D{schema}");
+    let app = TestApp::over_store(
+        open_store(&scoped).await.unwrap(),
+        Limits::default(),
+        temp_dir("robust-pg"),
+    )
+    .await;
+    bad_text_is_refused_by_name(&app).await;
+    drop(app);
+    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&pool)
+        .await
+        .unwrap();
+}
+
+/// Statuses made by layers, not handlers — a timeout, a too-long target, an unknown route — have
+/// the same `{error, message, details, request_id}` body as every other error.
+#[tokio::test]
+async fn every_error_status_has_the_error_body_with_the_request_id() {
+    let app = spawn_app_with(Limits {
+        request_timeout: Duration::from_nanos(1),
+        ..Limits::default()
+    })
+    .await;
+    let (s, b) = raw(&app, "GET", "/v1/datasets", "").await;
+    assert_eq!(s, StatusCode::REQUEST_TIMEOUT, "{b}");
+    assert_eq!(
+        (b["error"].clone(), b["request_id"].clone()),
+        (json!("timeout"), json!("req-robust-1"))
+    );
+    assert!(b["details"].is_object() && b["message"].is_string(), "{b}");
+
+    let app = spawn_app().await;
+    let long = format!("/v1/datasets?cursor={}", "a".repeat(9000));
+    let (s, b) = raw(&app, "GET", &long, "").await;
+    assert_eq!(s, StatusCode::URI_TOO_LONG, "{b}");
+    assert_eq!(
+        (b["error"].clone(), b["request_id"].clone()),
+        (json!("uri_too_long"), json!("req-robust-1"))
+    );
+    let (s, b) = raw(&app, "GET", "/v1/nowhere", "").await;
+    assert_eq!(
+        (s, b["error"].clone()),
+        (StatusCode::NOT_FOUND, json!("not_found"))
+    );
+    assert_eq!(b["request_id"], "req-robust-1");
+    let (s, b) = raw(&app, "POST", "/v1/datasets", "{\"id\": ").await;
+    assert_eq!(
+        (s, b["error"].clone()),
+        (StatusCode::BAD_REQUEST, json!("malformed_json"))
+    );
+    assert_eq!(b["request_id"], "req-robust-1");
+    // Without a client id, the generated one is in the body and the header alike.
+    let req = Request::get("/v1/datasets/none")
+        .header("authorization", format!("Bearer {}", app.token))
+        .body(Body::empty())
+        .unwrap();
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    let header = res.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let b: Value = serde_json::from_slice(
+        &axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(b["request_id"], header);
+}
+
+/// Charges, previews and reads for 300 dataset ids that do not exist leave no metric series and
+/// no per-dataset state: /metrics does not name them.
+#[tokio::test]
+async fn requests_for_missing_datasets_leave_no_per_dataset_state() {
+    let app = spawn_app_with(Limits {
+        rate_per_second: 1e5,
+        rate_burst: 1e5,
+        ..Limits::default()
+    })
+    .await;
+    app.dataset("real", 1.0).await;
+    let charge = json!({"event": {"type": "gdp", "mu": 0.1}});
+    assert_eq!(
+        app.post("/v1/datasets/real/charges", charge.clone())
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    for i in 0..100 {
+        let id = format!("ghost-{i}");
+        assert_eq!(
+            app.post(&format!("/v1/datasets/{id}/charges"), charge.clone())
+                .await
+                .0,
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            app.post(
+                &format!("/v1/datasets/{id}/charges/preview"),
+                charge.clone()
+            )
+            .await
+            .0,
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            app.get(&format!("/v1/datasets/{id}/report")).await.0,
+            StatusCode::NOT_FOUND
+        );
+    }
+    let (s, m) = app.get("/metrics").await;
+    assert_eq!(s, StatusCode::OK);
+    let m = m.as_str().unwrap().to_owned();
+    assert!(
+        m.contains("dataset=\"real\""),
+        "the real dataset is counted"
+    );
+    assert!(
+        !m.contains("ghost-"),
+        "a missing dataset got a metric series"
+    );
+}
