@@ -206,12 +206,14 @@ impl From<LedgerError> for ApiError {
                     "store_unavailable",
                     "the ledger store is unavailable; retry later",
                 )
+                .with_retry_after(1)
             }
             LedgerError::Busy => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "busy",
                 "too many concurrent writers on this dataset; retry",
-            ),
+            )
+            .with_retry_after(1),
             LedgerError::Corrupt(id, m) => {
                 tracing::error!(dataset_id = %id, error = %m, "corrupt dataset state");
                 ApiError::new(

@@ -244,8 +244,7 @@ impl Ledgers {
         let share =
             Budget::share(req.mu, req.delta).map_err(|r| LedgerError::Invalid("body".into(), r))?;
         self.row(id).await?;
-        let lock = self.lock_for(id);
-        let _guard = lock.lock().await;
+        let _guard = self.lock(id).await?;
         for _ in 0..MAX_ATTEMPTS {
             if let Some(body) = self
                 .replay(id, req.idempotency_key.as_deref(), &req.request_hash)

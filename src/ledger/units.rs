@@ -232,8 +232,7 @@ impl Ledgers {
         // The plan depends on the budget (its default δ rule and δ_B), not on what was spent:
         // computed before the lock, and again under it if the budget changed meanwhile.
         let mut planned = (budget_of(&row)?, plan(&req, &row).await?);
-        let lock = self.lock_for(id);
-        let _guard = lock.lock().await;
+        let _guard = self.lock(id).await?;
         let run_id = uuid::Uuid::new_v4().to_string();
         for _ in 0..MAX_ATTEMPTS {
             if let Some(body) = self
@@ -311,8 +310,7 @@ impl Ledgers {
         self.authorize(actor, id, Action::Spend).await?;
         let started = std::time::Instant::now();
         self.row(id).await?;
-        let lock = self.lock_for(id);
-        let _guard = lock.lock().await;
+        let _guard = self.lock(id).await?;
         let result = async {
             for _ in 0..MAX_ATTEMPTS {
                 let key = req.idempotency_key.as_deref();
@@ -402,8 +400,7 @@ impl Ledgers {
     ) -> Result<Value, LedgerError> {
         self.authorize(actor, id, Action::Spend).await?;
         self.row(id).await?;
-        let lock = self.lock_for(id);
-        let _guard = lock.lock().await;
+        let _guard = self.lock(id).await?;
         for _ in 0..MAX_ATTEMPTS {
             let key = req.idempotency_key.as_deref();
             if let Some(body) = self.replay(id, key, &req.request_hash).await? {

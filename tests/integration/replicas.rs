@@ -148,41 +148,57 @@ fn a_database_restart_gives_503s_then_recovers_without_loss_or_overspend() {
     assert_eq!(s, 201);
     let acked = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let unavailable = Arc::new(AtomicUsize::new(0));
+    // The slowest 503 in milliseconds: requests must fail within one store timeout (3 s), not
+    // queue behind the dataset's lock while each holder waits out its own.
+    let slowest_503 = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writer = {
-        let (acked, unavailable, stop, id) =
-            (acked.clone(), unavailable.clone(), stop.clone(), id.clone());
-        std::thread::spawn(move || {
-            let mut i = 0;
-            while !stop.load(Ordering::SeqCst) {
-                let key = format!("r{i}");
-                let body = json!({"event": {"type": "gdp", "mu": 0.02}, "label": key});
-                match http(
-                    addr,
-                    "POST",
-                    &format!("/v1/datasets/{id}/charges"),
-                    Some(&body),
-                    Some(&key),
-                ) {
-                    Ok((201, _)) | Ok((200, _)) => {
-                        acked.lock().unwrap().push(key);
-                        i += 1;
+    // Six writers on the one dataset, so requests do queue for its lock during the outage.
+    let writers: Vec<_> = (0..6)
+        .map(|w| {
+            let (acked, unavailable, slowest_503, stop, id) = (
+                acked.clone(),
+                unavailable.clone(),
+                slowest_503.clone(),
+                stop.clone(),
+                id.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let key = format!("w{w}-r{i}");
+                    let body = json!({"event": {"type": "gdp", "mu": 0.02}, "label": key});
+                    let t = std::time::Instant::now();
+                    match http(
+                        addr,
+                        "POST",
+                        &format!("/v1/datasets/{id}/charges"),
+                        Some(&body),
+                        Some(&key),
+                    ) {
+                        Ok((201, _)) | Ok((200, _)) => {
+                            acked.lock().unwrap().push(key);
+                            i += 1;
+                        }
+                        Ok((409, _)) => i += 1,
+                        Ok((503, _)) => {
+                            unavailable.fetch_add(1, Ordering::SeqCst);
+                            slowest_503
+                                .fetch_max(t.elapsed().as_millis() as usize, Ordering::SeqCst);
+                            std::thread::sleep(std::time::Duration::from_millis(50));
+                            // retry the same key: it must not be charged twice
+                        }
+                        Ok((s, b)) => panic!("unexpected {s}: {b}"),
+                        Err(e) => {
+                            panic!("the service must answer while the database is down: {e}")
+                        }
                     }
-                    Ok((409, _)) => i += 1,
-                    Ok((503, _)) => {
-                        unavailable.fetch_add(1, Ordering::SeqCst);
-                        std::thread::sleep(std::time::Duration::from_millis(50));
-                        // retry the same key: it must not be charged twice
-                    }
-                    Ok((s, b)) => panic!("unexpected {s}: {b}"),
-                    Err(e) => panic!("the service must answer while the database is down: {e}"),
                 }
-            }
+            })
         })
-    };
+        .collect();
     std::thread::sleep(std::time::Duration::from_millis(300));
     pg_ctl("stop");
-    std::thread::sleep(std::time::Duration::from_millis(2000));
+    std::thread::sleep(std::time::Duration::from_millis(6000));
     let (ready, _) = http(addr, "GET", "/readyz", None, None).unwrap();
     pg_ctl("start");
     let t = std::time::Instant::now();
@@ -198,7 +214,14 @@ fn a_database_restart_gives_503s_then_recovers_without_loss_or_overspend() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     stop.store(true, Ordering::SeqCst);
-    writer.join().unwrap();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let slowest = slowest_503.load(Ordering::SeqCst);
+    assert!(
+        slowest < 4500,
+        "a 503 took {slowest} ms: requests queued behind the lock during the outage"
+    );
     assert_eq!(ready, 503, "/readyz must report the database outage");
     assert!(
         unavailable.load(Ordering::SeqCst) > 0,
