@@ -53,6 +53,14 @@ pub struct ServeConfig {
         value_delimiter = ','
     )]
     pub cors_origins: Vec<String>,
+    /// Numerical computations (privacy-loss distributions) running at once; each can take a few
+    /// hundred MB at the finest grids, so this bounds memory. Default: cores − 1 (at least 1).
+    #[arg(long, env = "PRIVACY_LEDGER_MAX_CONCURRENT_COMPUTATIONS")]
+    pub max_concurrent_computations: Option<usize>,
+    /// Numerical computations waiting at once (at most 10 s each); beyond, 503 `overloaded` with
+    /// Retry-After. Default: 4 × --max-concurrent-computations.
+    #[arg(long, env = "PRIVACY_LEDGER_COMPUTATION_QUEUE")]
+    pub computation_queue: Option<usize>,
     /// Accept JWTs from this OpenID Connect issuer (its `iss`) as bearer tokens, besides the
     /// service's own tokens; needs --oidc-audience and a key set (--oidc-jwks-file or -url).
     #[arg(long, env = "PRIVACY_LEDGER_OIDC_ISSUER")]
@@ -130,10 +138,28 @@ impl ServeConfig {
             }
         }
         self.oidc()?;
+        let a = self.admission();
+        if !(1..=1024).contains(&a.concurrent) || a.queue > 100_000 {
+            return Err(
+                "--max-concurrent-computations must be in [1, 1024] and --computation-queue at most 100000"
+                    .into(),
+            );
+        }
         if self.request_timeout_secs == 0 {
             return Err("--request-timeout-secs must be at least 1".into());
         }
         Ok(())
+    }
+
+    /// The limits on numerical work.
+    pub fn admission(&self) -> crate::ledger::admission::AdmissionConfig {
+        let d = crate::ledger::admission::AdmissionConfig::default();
+        let concurrent = self.max_concurrent_computations.unwrap_or(d.concurrent);
+        crate::ledger::admission::AdmissionConfig {
+            concurrent,
+            queue: self.computation_queue.unwrap_or(4 * concurrent),
+            max_wait: d.max_wait,
+        }
     }
 
     /// The OIDC settings, checked: `None` when no issuer is configured.

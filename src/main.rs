@@ -20,7 +20,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP service (embedded SQLite store by default).
-    Serve(ServeConfig),
+    Serve(Box<ServeConfig>),
     /// Print the OpenAPI document.
     Openapi,
     /// Compose a list of events and print the privacy report (JSON) for it.
@@ -69,7 +69,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(cfg) => serve(cfg),
+        Command::Serve(cfg) => serve(*cfg),
         Command::Openapi => {
             println!("{}", privacy_ledger::http::openapi_json());
             ExitCode::SUCCESS

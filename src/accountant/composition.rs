@@ -8,6 +8,7 @@
 //! before (the running PLD's size is bounded by the loss spread, i.e. by the budget, not by the count).
 
 use super::analytic::{gdp_terms, GdpComposition};
+use super::cache::ByteCache;
 use super::clt::{self, CltSums, Functionals};
 use super::event::{Event, NonNegative};
 use super::guarantee::Guarantee;
@@ -17,7 +18,6 @@ use super::pld::query::PldGuarantee;
 use super::pld::{Pld, Pmf};
 use super::{AccountantError, NeighboringRelation};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Version of the serialised form ([`Composition::to_bytes`]).
@@ -61,6 +61,11 @@ impl Composition {
     /// Number of mechanism invocations composed.
     pub fn invocations(&self) -> u64 {
         self.invocations
+    }
+
+    /// Bytes held, for caches bounded by bytes.
+    pub fn heap_bytes(&self) -> usize {
+        512 + self.pld.as_ref().map_or(0, Pld::heap_bytes)
     }
 
     /// Whether the whole composition is exact μ-GDP (no numerical part).
@@ -281,13 +286,13 @@ impl PmfHeader {
     }
 }
 
-/// Most discretised mechanisms kept in memory ([`leaf_pld`]).
-const PLD_CACHE_ENTRIES: usize = 64;
+/// Bytes of discretised mechanisms kept in memory ([`leaf_pld`]): 64 MiB.
+pub const PLD_CACHE_BYTES: usize = 64 << 20;
 
 /// The PLD of one (non-composite) event, memoised: a ledger charged step by step with the same
 /// mechanism (DP-SGD) discretises it once, not once per charge. The cache is a pure memo of
-/// `Pld::from_event` keyed by the event's canonical JSON, the relation and the grid step; when full
-/// it is emptied.
+/// `Pld::from_event` keyed by the event's canonical JSON, the relation and the grid step, bounded
+/// by [`PLD_CACHE_BYTES`] (least recently used first out).
 fn leaf_pld(
     ev: &Event,
     rel: NeighboringRelation,
@@ -295,18 +300,18 @@ fn leaf_pld(
     path: &JsonPath,
 ) -> Result<Arc<Pld>, AccountantError> {
     type Key = (String, NeighboringRelation, u64);
-    static CACHE: OnceLock<Mutex<HashMap<Key, Arc<Pld>>>> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
+    static CACHE: OnceLock<Mutex<ByteCache<Key, Arc<Pld>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(ByteCache::new(PLD_CACHE_BYTES)));
     let key = (ev.to_json().to_string(), rel, h.to_bits());
     if let Some(p) = cache.lock().expect("pld cache").get(&key) {
-        return Ok(p.clone());
+        return Ok(p);
     }
     let p = Arc::new(Pld::from_event(ev, rel, h, path)?);
-    let mut c = cache.lock().expect("pld cache");
-    if c.len() >= PLD_CACHE_ENTRIES {
-        c.clear();
-    }
-    c.insert(key, p.clone());
+    let bytes = p.heap_bytes();
+    cache
+        .lock()
+        .expect("pld cache")
+        .insert(key, p.clone(), bytes);
     Ok(p)
 }
 

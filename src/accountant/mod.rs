@@ -21,6 +21,7 @@
 
 pub mod account;
 pub mod analytic;
+pub mod cache;
 pub mod calibrate;
 pub mod certificate;
 pub mod clt;

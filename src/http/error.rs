@@ -208,6 +208,16 @@ impl From<LedgerError> for ApiError {
                 )
                 .with_retry_after(1)
             }
+            LedgerError::Overloaded(retry) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                format!(
+                    "the accountant is at capacity (numerical computations running and queued); \
+                     retry in {retry} s"
+                ),
+            )
+            .with_details(json!({"retry_after_seconds": retry}))
+            .with_retry_after(retry),
             LedgerError::Busy => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "busy",

@@ -10,6 +10,7 @@
 //!
 //! Composition runs on tokio's blocking pool, never on the async workers.
 
+pub mod admission;
 pub mod audit;
 pub mod auth;
 pub mod filter;
@@ -21,6 +22,7 @@ mod units;
 pub use units::{RunPlan, RunView};
 
 use crate::accountant::account::{self, AccountRequest};
+use crate::accountant::cache::ByteCache;
 use crate::accountant::certificate::{certify, Certificate, UnitDelta};
 use crate::accountant::composition::Composition;
 use crate::accountant::guarantee::Guarantee;
@@ -48,7 +50,8 @@ use utoipa::ToSchema;
 pub const DEFAULT_UNITS_PER_DELTA: f64 = 1000.0;
 
 /// Most datasets whose composed state is kept in memory.
-const STATE_CACHE_ENTRIES: usize = 256;
+/// Bytes of composed states kept in memory (least recently used first out): 128 MiB.
+pub const STATE_CACHE_BYTES: usize = 128 << 20;
 
 /// How often a charge is retried when another writer appended first.
 const MAX_ATTEMPTS: usize = 16;
@@ -70,6 +73,9 @@ pub enum LedgerError {
     Unavailable(#[source] StoreError),
     #[error("the ledger is busy: too many concurrent writers, retry")]
     Busy,
+    /// Too much numerical work is running or waiting; retry after this many seconds.
+    #[error("the accountant is at capacity; retry in {0} s")]
+    Overloaded(u64),
     #[error("internal error: {0}")]
     Internal(String),
     #[error("dataset {0:?} has a corrupt stored state: {1}")]
@@ -362,9 +368,11 @@ pub struct Ledgers {
     /// One lock per dataset: charges on a dataset are gated one at a time in this process.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Composed states by dataset, tagged with the ledger version they belong to.
-    cache: Mutex<HashMap<String, (i64, Arc<Composition>)>>,
+    cache: Mutex<ByteCache<String, (i64, Arc<Composition>)>>,
     /// JWTs from an identity provider, when configured.
     oidc: Option<Arc<oidc::Oidc>>,
+    /// How much numerical work runs at once.
+    admission: admission::Admission,
 }
 
 fn now() -> String {
@@ -457,9 +465,15 @@ pub const COMPUTE_LIMIT: std::time::Duration = std::time::Duration::from_secs(50
 /// Runs accountant work on the blocking pool under a [`Work`] limit: it stops at its next check
 /// once [`COMPUTE_LIMIT`] passes, or once this future is dropped (the request was abandoned: client
 /// gone, request timed out) — the cancel guard below fires on drop — or at shutdown.
+///
+/// Heavy work first passes `admission` ([`admission::Admission::enter`]); its permit moves into the
+/// computation and is released when the computation ends, not when the request does.
 async fn blocking<T: Send + 'static>(
+    admission: &admission::Admission,
+    cost: admission::Cost,
     f: impl FnOnce() -> Result<T, LedgerError> + Send + 'static,
 ) -> Result<T, LedgerError> {
+    let permit = admission.enter(cost).await?;
     struct CancelOnDrop(Arc<Work>);
     impl Drop for CancelOnDrop {
         fn drop(&mut self) {
@@ -469,7 +483,8 @@ async fn blocking<T: Send + 'static>(
     let w = Work::new(COMPUTE_LIMIT);
     let _guard = CancelOnDrop(w.clone());
     let span = tracing::Span::current();
-    tokio::task::spawn_blocking(move || {
+    let run = move || {
+        let _permit = permit;
         let r = span.in_scope(|| work::run(w, f));
         if let Err(LedgerError::Accountant(AccountantError::Stopped(why))) = &r {
             let why = match why {
@@ -481,9 +496,51 @@ async fn blocking<T: Send + 'static>(
                 .increment(1);
         }
         r
-    })
-    .await
-    .map_err(|e| LedgerError::Internal(format!("accountant task failed: {e}")))?
+    };
+    if cost == admission::Cost::Light {
+        return tokio::task::spawn_blocking(run)
+            .await
+            .map_err(|e| LedgerError::Internal(format!("accountant task failed: {e}")))?;
+    }
+    // Heavy work gets a thread of its own at a lower priority (nice 10; a thread cannot raise
+    // its priority again, so pooled threads are not used): under load the scheduler prefers the
+    // threads answering cheap requests, and heavy work still has every idle cycle.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("accountant-heavy".into())
+        .spawn(move || {
+            // Nice 10 under the normal policy (the crate maps 0..99 onto nice 19..-20).
+            let _ = thread_priority::set_current_thread_priority(
+                thread_priority::ThreadPriority::Crossplatform(
+                    22u8.try_into().expect("a valid priority"),
+                ),
+            );
+            let _ = tx.send(run());
+        })
+        .map_err(|e| LedgerError::Internal(format!("cannot start an accountant thread: {e}")))?;
+    rx.await
+        .map_err(|_| LedgerError::Internal("the accountant thread failed".into()))?
+}
+
+/// Whether `event` has a closed form (exact μ-GDP) under `relation`.
+fn analytic(event: &Event, relation: NeighboringRelation) -> bool {
+    crate::accountant::analytic::gdp_terms(
+        event,
+        relation,
+        &crate::accountant::json::JsonPath::root(),
+        1,
+        &mut Vec::new(),
+    )
+    .is_ok()
+}
+
+/// The cost class of composing `event` onto `base`: light only when both are closed-form.
+fn cost_of(base: &Composition, event: &Event) -> admission::Cost {
+    if base.is_analytic() && analytic(event, base.relation()) {
+        admission::Cost::Light
+    } else {
+        admission::Cost::Heavy
+    }
 }
 
 /// The result of a calibration.
@@ -758,9 +815,16 @@ impl Ledgers {
         Ledgers {
             store,
             locks: Mutex::new(HashMap::new()),
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(ByteCache::new(STATE_CACHE_BYTES)),
             oidc: None,
+            admission: admission::Admission::new(admission::AdmissionConfig::default()),
         }
+    }
+
+    /// Limits heavy accountant work as `config` says (default: see [`admission::AdmissionConfig`]).
+    pub fn with_admission(mut self, config: admission::AdmissionConfig) -> Self {
+        self.admission = admission::Admission::new(config);
+        self
     }
 
     /// Also accepts JWTs from an identity provider as bearer tokens.
@@ -824,7 +888,7 @@ impl Ledgers {
             .await?;
         let (relation, h, budget) = (relation_of(&row)?, grid_step_of(&row)?, budget_of(&row)?);
         let id = row.id.clone();
-        let conversion = blocking(move || {
+        let conversion = blocking(&self.admission, admission::Cost::Heavy, move || {
             let (mut mu_sq, mut delta) = (0.0_f64, 0.0_f64);
             let mut certificates = Vec::with_capacity(entries.len());
             for e in &entries {
@@ -888,8 +952,8 @@ impl Ledgers {
     /// The composed state at `row.version` (from the cache when it is current).
     async fn state(&self, row: &DatasetRow) -> Result<Arc<Composition>, LedgerError> {
         if let Some((v, c)) = self.cache.lock().expect("cache").get(&row.id) {
-            if *v == row.version {
-                return Ok(c.clone());
+            if v == row.version {
+                return Ok(c);
             }
         }
         let (version, bytes) = self
@@ -904,21 +968,22 @@ impl Ledgers {
         Ok(c)
     }
 
-    /// Caches a composed state; the cache holds at most [`STATE_CACHE_ENTRIES`] datasets (it is
-    /// emptied when full: states are reloaded from the store on demand).
+    /// Caches a composed state (at most [`STATE_CACHE_BYTES`] in all; states dropped from the
+    /// cache are reloaded from the store on demand).
     fn remember(&self, id: &str, version: i64, state: Arc<Composition>) {
-        let mut cache = self.cache.lock().expect("cache");
-        if cache.len() >= STATE_CACHE_ENTRIES && !cache.contains_key(id) {
-            cache.clear();
-        }
-        cache.insert(id.to_owned(), (version, state));
+        let bytes = state.heap_bytes();
+        self.cache
+            .lock()
+            .expect("cache")
+            .insert(id.to_owned(), (version, state), bytes);
     }
 
     fn bump_cached_version(&self, id: &str, from: i64) {
         let mut cache = self.cache.lock().expect("cache");
-        if let Some((v, c)) = cache.get(id).cloned() {
+        if let Some((v, c)) = cache.get(&id.to_owned()) {
             if v == from {
-                cache.insert(id.to_owned(), (v + 1, c));
+                let bytes = c.heap_bytes();
+                cache.insert(id.to_owned(), (v + 1, c), bytes);
             }
         }
     }
@@ -1210,7 +1275,11 @@ impl Ledgers {
             let budget = gate.budget;
             let (event, own, reserve) = (unit.event.clone(), unit.delta, unit.reserve);
             let g2 = gate.clone();
-            let g = blocking(move || gate_compute(base, event, &g2, own, !reserve)).await?;
+            let cost = cost_of(&base, &event);
+            let g = blocking(&self.admission, cost, move || {
+                gate_compute(base, event, &g2, own, !reserve)
+            })
+            .await?;
             let target = unit.run.as_ref().map(|(r, c)| format!("run {r} chunk {c}"));
             let (after, share_after) = match g.verdict {
                 Verdict::Admitted(after, share_after) => (after, share_after),
@@ -1230,7 +1299,8 @@ impl Ledgers {
                 }
             };
             let relation = relation_of(&row)?;
-            let report = blocking(move || {
+            // The filter's report is closed-form (μ-GDP of the budget and of what was spent).
+            let report = blocking(&self.admission, admission::Cost::Light, move || {
                 Ok(filter_report(
                     &after,
                     &budget,
@@ -1338,7 +1408,8 @@ impl Ledgers {
         let (budget, filter) = (gate.budget, gate.state);
         let base = self.state(&row).await?;
         let relation = relation_of(&row)?;
-        blocking(move || {
+        let cost = cost_of(&base, &req.event);
+        blocking(&self.admission, cost, move || {
             let g = gate_compute(base, req.event, &gate, req.delta, false)?;
             let opts = ReportOptions::default();
             Ok(match g.verdict {
@@ -1428,7 +1499,12 @@ impl Ledgers {
         let state = self.state(&row).await?;
         let budget = budget_of(&row)?;
         let relation = relation_of(&row)?;
-        blocking(move || {
+        let cost = if state.is_analytic() {
+            admission::Cost::Light
+        } else {
+            admission::Cost::Heavy
+        };
+        blocking(&self.admission, cost, move || {
             let report = filter_report(&filter, &budget, relation, &opts);
             let exact_opts = ReportOptions {
                 delta_slack: budget.delta_slack(),
@@ -1485,7 +1561,12 @@ impl Ledgers {
         let row = self.row(id).await?;
         let (gate, _) = self.gate_for(&row, &actor.principal.name).await?;
         let (relation, h) = (relation_of(&row)?, grid_step_of(&row)?);
-        blocking(move || {
+        let cost = if analytic(&req.event, relation) {
+            admission::Cost::Light
+        } else {
+            admission::Cost::Heavy
+        };
+        blocking(&self.admission, cost, move || {
             let path = crate::accountant::json::JsonPath::root().field("event");
             let mut judge = GateJudge { relation, h, gate };
             let c = calibrate_by(&req.event, req.free_parameter, &mut judge, &path)?;
@@ -1520,7 +1601,12 @@ impl Ledgers {
         &self,
         req: input::CalibrateRequest,
     ) -> Result<Calibrated, LedgerError> {
-        blocking(move || {
+        let cost = if analytic(&req.event, req.neighboring_relation) {
+            admission::Cost::Light
+        } else {
+            admission::Cost::Heavy
+        };
+        blocking(&self.admission, cost, move || {
             let base = Composition::new(req.neighboring_relation, req.grid_step);
             let mu = req.mu.unwrap_or(0.0);
             calibrated(&base, &req, mu, req.delta_slack)
@@ -1530,6 +1616,18 @@ impl Ledgers {
 
     /// The stateless report of a list of events.
     pub async fn compose(&self, req: AccountRequest) -> Result<Report, LedgerError> {
-        blocking(move || account::account(&req).map_err(LedgerError::from)).await
+        let cost = if req
+            .events
+            .iter()
+            .all(|e| analytic(e, req.neighboring_relation))
+        {
+            admission::Cost::Light
+        } else {
+            admission::Cost::Heavy
+        };
+        blocking(&self.admission, cost, move || {
+            account::account(&req).map_err(LedgerError::from)
+        })
+        .await
     }
 }

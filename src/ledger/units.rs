@@ -156,7 +156,11 @@ fn run_view(entries: &[EntryRow], id: &str) -> Result<RunView, LedgerError> {
 }
 
 /// A run's plan at the budget of `row` (see [`RunPlan`]).
-async fn plan(req: &RunRequest, row: &crate::store::DatasetRow) -> Result<RunPlan, LedgerError> {
+async fn plan(
+    admission: &super::admission::Admission,
+    req: &RunRequest,
+    row: &crate::store::DatasetRow,
+) -> Result<RunPlan, LedgerError> {
     let (relation, h, budget) = (
         relation_of(row)?,
         super::grid_step_of(row)?,
@@ -164,7 +168,12 @@ async fn plan(req: &RunRequest, row: &crate::store::DatasetRow) -> Result<RunPla
     );
     let (step, steps, chunk_steps, own) =
         (req.event.clone(), req.steps, req.chunk_steps, req.delta);
-    blocking(move || {
+    let cost = if super::analytic(&step, relation) {
+        super::admission::Cost::Light
+    } else {
+        super::admission::Cost::Heavy
+    };
+    blocking(admission, cost, move || {
         let path = JsonPath::root().field("event");
         let cert = |n: u64| -> Result<Certificate, LedgerError> {
             let ev = repeated(&step, n)?;
@@ -231,7 +240,7 @@ impl Ledgers {
         }
         // The plan depends on the budget (its default δ rule and δ_B), not on what was spent:
         // computed before the lock, and again under it if the budget changed meanwhile.
-        let mut planned = (budget_of(&row)?, plan(&req, &row).await?);
+        let mut planned = (budget_of(&row)?, plan(&self.admission, &req, &row).await?);
         let _guard = self.lock(id).await?;
         let run_id = uuid::Uuid::new_v4().to_string();
         for _ in 0..MAX_ATTEMPTS {
@@ -244,7 +253,7 @@ impl Ledgers {
             let row = self.row(id).await?;
             let f = filter_of(&row)?;
             if budget_of(&row)? != planned.0 {
-                planned = (budget_of(&row)?, plan(&req, &row).await?);
+                planned = (budget_of(&row)?, plan(&self.admission, &req, &row).await?);
             }
             let spec = RunSpec {
                 event: req.event.to_json(),
@@ -487,7 +496,11 @@ impl Ledgers {
                 let event = super::input::parse_event(&event, &JsonPath::root().field("event"))
                     .map_err(|e| LedgerError::Corrupt(id.to_owned(), e.to_string()))?;
                 let delta = budget_of(&row)?.delta();
-                let (s, mu) = blocking(move || exact_with(&base, &event, delta)).await?;
+                let cost = super::cost_of(&base, &event);
+                let (s, mu) = blocking(&self.admission, cost, move || {
+                    exact_with(&base, &event, delta)
+                })
+                .await?;
                 update.exact_mu = mu;
                 state = Some(Arc::new(s));
             }

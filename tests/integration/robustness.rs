@@ -171,11 +171,15 @@ async fn nul_control_characters_and_duplicate_keys_are_422_naming_the_field_on_p
 #[tokio::test]
 async fn every_error_status_has_the_error_body_with_the_request_id() {
     let app = spawn_app_with(Limits {
-        request_timeout: Duration::from_nanos(1),
+        request_timeout: Duration::from_millis(100),
         ..Limits::default()
     })
     .await;
-    let (s, b) = raw(&app, "GET", "/v1/datasets", "").await;
+    // A numerical composition that takes about a second.
+    let slow = json!({"events": [{"type": "self_composed", "count": 10000, "event": {
+        "type": "poisson_sampled", "sampling_rate": 0.01,
+        "event": {"type": "gaussian", "noise_multiplier": 0.8}}}], "grid_step": 1e-5});
+    let (s, b) = raw(&app, "POST", "/v1/accountant/compose", &slow.to_string()).await;
     assert_eq!(s, StatusCode::REQUEST_TIMEOUT, "{b}");
     assert_eq!(
         (b["error"].clone(), b["request_id"].clone()),
@@ -270,4 +274,59 @@ async fn requests_for_missing_datasets_leave_no_per_dataset_state() {
         !m.contains("ghost-"),
         "a missing dataset got a metric series"
     );
+}
+
+/// Numerical work beyond the limit is refused at once with 503 `overloaded` and Retry-After (before
+/// it allocates), while closed-form work goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heavy_work_beyond_the_limit_is_shed_with_retry_after_and_cheap_work_goes_on() {
+    use privacy_ledger::ledger::admission::AdmissionConfig;
+    let dir = temp_dir("admission");
+    let url = format!("sqlite://{}", dir.join("ledger.db").display());
+    let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap())
+        .with_admission(AdmissionConfig {
+            concurrent: 1,
+            queue: 0,
+            max_wait: Duration::from_secs(1),
+        });
+    let app = std::sync::Arc::new(TestApp::over_ledgers(ledgers, Limits::default(), dir).await);
+    let heavy = json!({"events": [{"type": "self_composed", "count": 10000, "event": {
+        "type": "poisson_sampled", "sampling_rate": 0.01,
+        "event": {"type": "gaussian", "noise_multiplier": 0.8}}}], "grid_step": 1e-5});
+    let running = {
+        let (app, heavy) = (app.clone(), heavy.clone());
+        tokio::spawn(async move { app.post("/v1/accountant/compose", heavy).await.0 })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let t = std::time::Instant::now();
+    let req = Request::post("/v1/accountant/compose")
+        .header("authorization", format!("Bearer {}", app.token))
+        .header("content-type", "application/json")
+        .body(Body::from(heavy.to_string()))
+        .unwrap();
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.headers()["retry-after"], "2");
+    let b: Value = serde_json::from_slice(
+        &axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(b["error"], "overloaded", "{b}");
+    assert!(
+        t.elapsed() < Duration::from_millis(100),
+        "refused at once, not after a wait"
+    );
+    // Closed-form work does not wait for the heavy computation.
+    let gdp = json!({"events": [{"type": "gdp", "mu": 0.5}]});
+    let t = std::time::Instant::now();
+    let (s, b) = app.post("/v1/accountant/compose", gdp).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(
+        t.elapsed() < Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(running.await.unwrap(), StatusCode::OK);
 }

@@ -88,6 +88,12 @@ pub struct Pld {
 }
 
 impl Pld {
+    /// Bytes held (the masses of its PMFs, plus a fixed overhead), for caches bounded by bytes.
+    pub fn heap_bytes(&self) -> usize {
+        let masses = self.remove.len() + self.add.as_ref().map_or(0, Pmf::len);
+        256 + 8 * masses
+    }
+
     /// No privacy loss.
     pub fn identity(h: f64) -> Self {
         Pld {
