@@ -61,10 +61,217 @@ const SCHEMA: &[&str] = &[
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// Appends go to the group-commit writer ([`writer`]).
+    writer: tokio::sync::mpsc::Sender<AppendJob>,
 }
 
 fn unavailable(e: sqlx::Error) -> StoreError {
     StoreError::Unavailable(e.to_string())
+}
+
+/// One append inside an open transaction (the dataset's compare-and-swap, the settled entry,
+/// quotas, the audit record, the entry); the caller commits. Nothing is written when it fails
+/// (the caller rolls back to its savepoint).
+///
+/// (Boxed with an explicit `Send` bound: the spawned writer needs it, and the compiler cannot
+/// prove it through sqlx's executor lifetimes otherwise.)
+fn append_in<'a>(
+    tx: &'a mut sqlx::SqliteConnection,
+    id: &'a str,
+    expected_version: i64,
+    entry: &'a EntryRow,
+    update: &'a DatasetUpdate,
+    state: Option<&'a [u8]>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<i64, StoreError>> + Send + 'a>> {
+    Box::pin(async move {
+        let res = sqlx::query(
+            "UPDATE datasets SET version = version + 1, budget_mu = ?, budget_delta = ?, \
+             charges = ?, mu_spent = ?, mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, \
+             units = ?, exact_mu = ?, reserved = ?, state = COALESCE(?, state), updated_at = ? \
+             WHERE id = ? AND version = ?",
+        )
+        .bind(update.budget_mu)
+        .bind(update.budget_delta)
+        .bind(update.charges)
+        .bind(update.mu_spent)
+        .bind(update.mu_spent)
+        .bind(update.mu_sq_spent)
+        .bind(update.delta_spent)
+        .bind(update.units)
+        .bind(update.exact_mu)
+        .bind(update.reserved)
+        .bind(state)
+        .bind(&update.updated_at)
+        .bind(id)
+        .bind(expected_version)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+        if res.rows_affected() == 0 {
+            let exists = sqlx::query("SELECT 1 FROM datasets WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(unavailable)?;
+            return Err(if exists.is_some() {
+                StoreError::VersionConflict
+            } else {
+                StoreError::NotFound
+            });
+        }
+        if let Some((charge_id, status)) = &update.settle {
+            let res = sqlx::query(
+                "UPDATE entries SET status = ? WHERE dataset_id = ? AND charge_id = ? \
+                 AND kind = 'charge' AND status = 'reserved'",
+            )
+            .bind(status)
+            .bind(id)
+            .bind(charge_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+            if res.rows_affected() != 1 {
+                return Err(StoreError::VersionConflict);
+            }
+        }
+        for q in &update.quotas {
+            upsert_quota(tx, q).await.map_err(unavailable)?;
+        }
+        if let Some(a) = &update.audit {
+            insert_audit(tx, a).await.map_err(unavailable)?;
+        }
+        let seq = expected_version + 1;
+        let ins = sqlx::query(
+            "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
+             idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, \
+             response, ref_id, run_id, chunk, status, principal, quota, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(id)
+        .bind(seq)
+        .bind(&entry.kind)
+        .bind(&entry.charge_id)
+        .bind(&entry.event)
+        .bind(&entry.label)
+        .bind(&entry.metadata)
+        .bind(&entry.idempotency_key)
+        .bind(&entry.request_hash)
+        .bind(entry.mu_after)
+        .bind(entry.unit_mu)
+        .bind(entry.unit_delta)
+        .bind(entry.budget_mu)
+        .bind(entry.budget_delta)
+        .bind(&entry.response)
+        .bind(&entry.ref_id)
+        .bind(&entry.run_id)
+        .bind(entry.chunk)
+        .bind(&entry.status)
+        .bind(&entry.principal)
+        .bind(&entry.quota)
+        .bind(&entry.created_at)
+        .execute(&mut *tx)
+        .await;
+        match ins {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateKey),
+            Err(e) => return Err(unavailable(e)),
+        }
+        Ok(seq)
+    })
+}
+
+/// An append waiting for the writer.
+struct AppendJob {
+    id: String,
+    expected_version: i64,
+    entry: EntryRow,
+    update: DatasetUpdate,
+    state: Option<Vec<u8>>,
+    reply: tokio::sync::oneshot::Sender<Result<i64, StoreError>>,
+}
+
+/// Most appends committed together.
+const MAX_GROUP: usize = 128;
+
+/// Group commit: the one task that commits appends. It takes every append waiting (up to
+/// [`MAX_GROUP`]), runs each in a savepoint of one transaction (a failed one — a version conflict,
+/// a duplicate key — is rolled back alone), commits once (one fsync with `synchronous = FULL`),
+/// and only then answers each caller: nothing is acknowledged before it is durable, and when the
+/// commit fails every caller of the group gets the failure (none was acknowledged). Concurrent
+/// charges on different datasets thus share one durable commit; SQLite has one writer anyway.
+async fn writer(pool: SqlitePool, mut jobs: tokio::sync::mpsc::Receiver<AppendJob>) {
+    while let Some(first) = jobs.recv().await {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match jobs.try_recv() {
+                Ok(j) => group.push(j),
+                Err(_) => break,
+            }
+        }
+        metrics::histogram!("privacy_ledger_group_commit_size").record(group.len() as f64);
+        let outcomes = commit_group(&pool, &group).await;
+        for (job, outcome) in group.into_iter().zip(outcomes) {
+            let _ = job.reply.send(outcome);
+        }
+    }
+}
+
+/// Runs a group in one transaction; each job's outcome.
+async fn commit_group(pool: &SqlitePool, group: &[AppendJob]) -> Vec<Result<i64, StoreError>> {
+    let mut conn = match pool.acquire().await {
+        Ok(c) => c,
+        Err(e) => return vec![Err(unavailable(e)); group.len()],
+    };
+    match run_group(&mut conn, group).await {
+        Ok(outcomes) => outcomes,
+        Err(e) => {
+            // Leave no transaction open on a pooled connection.
+            let _ = exec(&mut conn, "ROLLBACK").await;
+            vec![Err(e); group.len()]
+        }
+    }
+}
+
+/// BEGIN, each job in a savepoint, COMMIT: the jobs' outcomes, or the failure of the whole.
+async fn run_group(
+    conn: &mut sqlx::SqliteConnection,
+    group: &[AppendJob],
+) -> Result<Vec<Result<i64, StoreError>>, StoreError> {
+    exec(conn, "BEGIN IMMEDIATE").await?;
+    let mut outcomes = Vec::with_capacity(group.len());
+    for j in group {
+        exec(conn, "SAVEPOINT job").await?;
+        let r = append_in(
+            conn,
+            &j.id,
+            j.expected_version,
+            &j.entry,
+            &j.update,
+            j.state.as_deref(),
+        )
+        .await;
+        if r.is_err() {
+            exec(conn, "ROLLBACK TO job").await?;
+        }
+        exec(conn, "RELEASE job").await?;
+        outcomes.push(r);
+    }
+    exec(conn, "COMMIT").await?;
+    Ok(outcomes)
+}
+
+/// Runs one statement without results (boxed, `Send`: see [`append_in`]).
+fn exec<'a>(
+    conn: &'a mut sqlx::SqliteConnection,
+    sql: &'static str,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StoreError>> + Send + 'a>> {
+    Box::pin(async move {
+        sqlx::query(sql)
+            .execute(conn)
+            .await
+            .map(|_| ())
+            .map_err(unavailable)
+    })
 }
 
 impl SqliteStore {
@@ -104,7 +311,12 @@ impl SqliteStore {
                 .map_err(unavailable)?;
         }
         migrate(&pool).await?;
-        Ok(SqliteStore { pool })
+        let (writer_tx, jobs) = tokio::sync::mpsc::channel(4 * MAX_GROUP);
+        tokio::spawn(writer(pool.clone(), jobs));
+        Ok(SqliteStore {
+            pool,
+            writer: writer_tx,
+        })
     }
 }
 
@@ -478,101 +690,22 @@ impl Store for SqliteStore {
         update: &DatasetUpdate,
         state: Option<&[u8]>,
     ) -> Result<i64, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let res = sqlx::query(
-            "UPDATE datasets SET version = version + 1, budget_mu = ?, budget_delta = ?, \
-             charges = ?, mu_spent = ?, mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, \
-             units = ?, exact_mu = ?, reserved = ?, state = COALESCE(?, state), updated_at = ? \
-             WHERE id = ? AND version = ?",
-        )
-        .bind(update.budget_mu)
-        .bind(update.budget_delta)
-        .bind(update.charges)
-        .bind(update.mu_spent)
-        .bind(update.mu_spent)
-        .bind(update.mu_sq_spent)
-        .bind(update.delta_spent)
-        .bind(update.units)
-        .bind(update.exact_mu)
-        .bind(update.reserved)
-        .bind(state)
-        .bind(&update.updated_at)
-        .bind(id)
-        .bind(expected_version)
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
-        if res.rows_affected() == 0 {
-            let exists = sqlx::query("SELECT 1 FROM datasets WHERE id = ?")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(unavailable)?;
-            return Err(if exists.is_some() {
-                StoreError::VersionConflict
-            } else {
-                StoreError::NotFound
-            });
-        }
-        if let Some((charge_id, status)) = &update.settle {
-            let res = sqlx::query(
-                "UPDATE entries SET status = ? WHERE dataset_id = ? AND charge_id = ? \
-                 AND kind = 'charge' AND status = 'reserved'",
-            )
-            .bind(status)
-            .bind(id)
-            .bind(charge_id)
-            .execute(&mut *tx)
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = AppendJob {
+            id: id.to_owned(),
+            expected_version,
+            entry: entry.clone(),
+            update: update.clone(),
+            state: state.map(<[u8]>::to_vec),
+            reply,
+        };
+        self.writer
+            .send(job)
             .await
-            .map_err(unavailable)?;
-            if res.rows_affected() != 1 {
-                return Err(StoreError::VersionConflict);
-            }
-        }
-        for q in &update.quotas {
-            upsert_quota(&mut tx, q).await.map_err(unavailable)?;
-        }
-        if let Some(a) = &update.audit {
-            insert_audit(&mut tx, a).await.map_err(unavailable)?;
-        }
-        let seq = expected_version + 1;
-        let ins = sqlx::query(
-            "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
-             idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, \
-             response, ref_id, run_id, chunk, status, principal, quota, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(id)
-        .bind(seq)
-        .bind(&entry.kind)
-        .bind(&entry.charge_id)
-        .bind(&entry.event)
-        .bind(&entry.label)
-        .bind(&entry.metadata)
-        .bind(&entry.idempotency_key)
-        .bind(&entry.request_hash)
-        .bind(entry.mu_after)
-        .bind(entry.unit_mu)
-        .bind(entry.unit_delta)
-        .bind(entry.budget_mu)
-        .bind(entry.budget_delta)
-        .bind(&entry.response)
-        .bind(&entry.ref_id)
-        .bind(&entry.run_id)
-        .bind(entry.chunk)
-        .bind(&entry.status)
-        .bind(&entry.principal)
-        .bind(&entry.quota)
-        .bind(&entry.created_at)
-        .execute(&mut *tx)
-        .await;
-        match ins {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateKey),
-            Err(e) => return Err(unavailable(e)),
-        }
-        tx.commit().await.map_err(unavailable)?;
-        Ok(seq)
+            .map_err(|_| StoreError::Unavailable("the SQLite writer has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Unavailable("the SQLite writer has stopped".into()))?
     }
 
     async fn convert(
