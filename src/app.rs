@@ -10,18 +10,87 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// The process-wide Prometheus recorder (installed once, shared by every router built here).
+/// Histogram buckets for durations, in seconds (0.5 ms to 60 s).
+const SECONDS_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+/// Histogram buckets for the number of appends sharing a commit.
+const GROUP_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0];
+
+/// The process-wide Prometheus recorder (installed once, shared by every router built here):
+/// histograms (not summaries) with fixed buckets, and HELP text for every metric.
 pub fn metrics_handle() -> PrometheusHandle {
+    use metrics_exporter_prometheus::Matcher;
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
+            let recorder = PrometheusBuilder::new()
+                .set_buckets(SECONDS_BUCKETS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("privacy_ledger_group_commit_size".into()),
+                        GROUP_BUCKETS,
+                    )
+                })
+                .expect("fixed, non-empty buckets")
+                .build_recorder();
             let handle = recorder.handle();
             // Another recorder may already be installed (tests); then ours just stays empty.
             let _ = metrics::set_global_recorder(recorder);
+            describe_metrics();
             handle
         })
         .clone()
+}
+
+/// HELP text of every metric the service records (one place).
+fn describe_metrics() {
+    use metrics::{describe_counter, describe_histogram, Unit};
+    describe_counter!(
+        "privacy_ledger_charges_total",
+        "Units gated, by dataset and outcome (admitted, replayed, rejected, error)"
+    );
+    describe_histogram!(
+        "privacy_ledger_gate_seconds",
+        Unit::Seconds,
+        "Time to gate a unit: lock, accounting and durable append"
+    );
+    describe_histogram!(
+        "privacy_ledger_accountant_seconds",
+        Unit::Seconds,
+        "Time of the accountant's part of a gate decision"
+    );
+    describe_counter!(
+        "privacy_ledger_computations_stopped_total",
+        "Computations stopped before the end, by reason (abandoned, deadline, shutdown)"
+    );
+    describe_counter!(
+        "privacy_ledger_computations_shed_total",
+        "Numerical computations refused with 503 overloaded, by reason (queue_full, waited_too_long)"
+    );
+    describe_histogram!(
+        "privacy_ledger_group_commit_size",
+        "Appends committed together in one SQLite transaction"
+    );
+    describe_counter!(
+        "privacy_ledger_http_requests_total",
+        "HTTP requests answered, by method, route template and status"
+    );
+    describe_histogram!(
+        "privacy_ledger_http_request_duration_seconds",
+        Unit::Seconds,
+        "HTTP request latency, by method and route template"
+    );
+    process_metrics().describe();
+}
+
+/// The collector of process metrics (CPU seconds, resident memory, open files, threads), read
+/// at each scrape.
+pub fn process_metrics() -> &'static metrics_process::Collector {
+    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
 }
 
 /// Opens the store named by a database URL.

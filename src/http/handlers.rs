@@ -459,6 +459,7 @@ pub async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Value>> {
 pub async fn metrics(caller: Caller, State(s): State<AppState>) -> ApiResult<impl IntoResponse> {
     // Metrics are labelled by dataset: global readers only.
     caller.0.principal.may(Action::Read)?;
+    crate::app::process_metrics().collect();
     Ok((
         [(
             axum::http::header::CONTENT_TYPE,

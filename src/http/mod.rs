@@ -284,6 +284,28 @@ fn security_headers(router: Router) -> Router {
         ))
 }
 
+/// Counts and times every request by method, route template (`/v1/datasets/{id}`, so the series
+/// are bounded by the routes, not by ids) and status; requests that match no route count as
+/// `unmatched`.
+async fn http_metrics(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |m| m.as_str())
+        .to_owned();
+    let method = req.method().as_str().to_owned();
+    let started = std::time::Instant::now();
+    let res = next.run(req).await;
+    let status = res.status().as_u16().to_string();
+    metrics::histogram!("privacy_ledger_http_request_duration_seconds",
+        "method" => method.clone(), "route" => route.clone())
+    .record(started.elapsed().as_secs_f64());
+    metrics::counter!("privacy_ledger_http_requests_total",
+        "method" => method, "route" => route, "status" => status)
+    .increment(1);
+    res
+}
+
 /// Longest path parameter or query value accepted.
 const MAX_PARAM_BYTES: usize = 256;
 
@@ -464,7 +486,8 @@ pub fn router(mut state: AppState, limits: Limits) -> Router {
             limits.request_timeout,
         ))
         .layer(CatchPanicLayer::new())
-        .layer(middleware::from_fn(error_envelope));
+        .layer(middleware::from_fn(error_envelope))
+        .layer(middleware::from_fn(http_metrics));
     security_headers(inner)
     .layer(PropagateRequestIdLayer::x_request_id())
     .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {

@@ -330,3 +330,37 @@ async fn heavy_work_beyond_the_limit_is_shed_with_retry_after_and_cheap_work_goe
     );
     assert_eq!(running.await.unwrap(), StatusCode::OK);
 }
+
+/// /metrics: histograms with buckets (not summaries) and HELP text, HTTP requests by route
+/// template and status (ids never become labels), and process metrics.
+#[tokio::test]
+async fn metrics_are_histograms_with_help_by_route_and_process() {
+    let app = spawn_app().await;
+    app.dataset("m1", 1.0).await;
+    let (s, _) = app
+        .post("/v1/datasets/m1/charges", json!({"event": {"type": "gdp", "mu": 0.1}}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(app.get("/v1/datasets/m1").await.0, StatusCode::OK);
+    assert_eq!(app.get("/v1/nowhere-at-all").await.0, StatusCode::NOT_FOUND);
+    let (s, m) = app.get("/metrics").await;
+    assert_eq!(s, StatusCode::OK);
+    let m = m.as_str().unwrap().to_owned();
+    for needle in [
+        "# HELP privacy_ledger_gate_seconds",
+        "# TYPE privacy_ledger_gate_seconds histogram",
+        "privacy_ledger_gate_seconds_bucket{le=\"0.005\"}",
+        "# HELP privacy_ledger_http_requests_total",
+        "# TYPE privacy_ledger_http_request_duration_seconds histogram",
+        "privacy_ledger_http_requests_total{method=\"POST\",route=\"/v1/datasets/{id}/charges\",status=\"201\"}",
+        "privacy_ledger_http_requests_total{method=\"GET\",route=\"/v1/datasets/{id}\",status=\"200\"}",
+        "route=\"unmatched\",status=\"404\"",
+        "# TYPE privacy_ledger_group_commit_size histogram",
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+    ] {
+        assert!(m.contains(needle), "/metrics lacks {needle}");
+    }
+    assert!(!m.contains("summary"), "no summaries");
+    assert!(!m.contains("route=\"/v1/datasets/m1"), "an id became a label");
+}
