@@ -338,7 +338,10 @@ async fn metrics_are_histograms_with_help_by_route_and_process() {
     let app = spawn_app().await;
     app.dataset("m1", 1.0).await;
     let (s, _) = app
-        .post("/v1/datasets/m1/charges", json!({"event": {"type": "gdp", "mu": 0.1}}))
+        .post(
+            "/v1/datasets/m1/charges",
+            json!({"event": {"type": "gdp", "mu": 0.1}}),
+        )
         .await;
     assert_eq!(s, StatusCode::CREATED);
     assert_eq!(app.get("/v1/datasets/m1").await.0, StatusCode::OK);
@@ -362,5 +365,8 @@ async fn metrics_are_histograms_with_help_by_route_and_process() {
         assert!(m.contains(needle), "/metrics lacks {needle}");
     }
     assert!(!m.contains("summary"), "no summaries");
-    assert!(!m.contains("route=\"/v1/datasets/m1"), "an id became a label");
+    assert!(
+        !m.contains("route=\"/v1/datasets/m1"),
+        "an id became a label"
+    );
 }
