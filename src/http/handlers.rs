@@ -81,7 +81,7 @@ pub async fn create_dataset(
 
 /// List datasets by id (paginated: `limit`, `cursor`).
 #[utoipa::path(get, path = "/v1/datasets", tag = "datasets",
-    params(("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100)"),
+    params(("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100)", minimum = 1, maximum = 1000),
            ("cursor" = Option<String>, Query, description = "The next_cursor of the previous page")),
     responses((status = 200, description = "A page of datasets", body = DatasetPage),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
@@ -105,7 +105,7 @@ pub async fn list_datasets(
 
 /// A dataset: budget, μ spent with its bracket, remaining μ, number of charges.
 #[utoipa::path(get, path = "/v1/datasets/{id}", tag = "datasets",
-    params(("id" = String, Path, description = "Dataset id")),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128)),
     responses((status = 200, description = "The dataset", body = DatasetView),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -120,7 +120,7 @@ pub async fn get_dataset(
 /// Change a dataset's budget (recorded in the ledger). With an `Idempotency-Key` a retry returns
 /// the first outcome.
 #[utoipa::path(patch, path = "/v1/datasets/{id}", tag = "datasets",
-    params(("id" = String, Path, description = "Dataset id"),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
     request_body = UpdateDatasetRequest,
     responses((status = 200, description = "The updated dataset", body = DatasetView),
@@ -164,7 +164,7 @@ fn optional_body(body: &axum::body::Bytes) -> ApiResult<Value> {
 /// charged: each chunk is a unit admitted when asked for (`/runs/{run_id}/chunks`), so a run that
 /// stops early is not charged for the chunks it did not run.
 #[utoipa::path(post, path = "/v1/datasets/{id}/runs", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id"),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
     request_body = RunRequestWire,
     responses((status = 201, description = "Declared", body = crate::ledger::RunView),
@@ -186,8 +186,8 @@ pub async fn declare_run(
 
 /// A run with its progress: chunks committed, reserved and released, and the next chunk.
 #[utoipa::path(get, path = "/v1/datasets/{id}/runs/{run_id}", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id"),
-           ("run_id" = String, Path, description = "Run id")),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+           ("run_id" = String, Path, description = "Run id", min_length = 1, max_length = 256)),
     responses((status = 200, description = "The run", body = crate::ledger::RunView),
               (status = 404, description = "No such dataset or run", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -202,8 +202,8 @@ pub async fn get_run(
 /// Admit (or reserve) the run's next chunk: a unit gated like a charge. 409 `budget_exceeded`
 /// when it does not fit, 409 `run_complete` when every chunk is admitted.
 #[utoipa::path(post, path = "/v1/datasets/{id}/runs/{run_id}/chunks", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id"),
-           ("run_id" = String, Path, description = "Run id"),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+           ("run_id" = String, Path, description = "Run id", min_length = 1, max_length = 256),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
     request_body(content = Option<ChunkRequestWire>, description = "Optional: `{\"reserve\": true}` to reserve the chunk"),
     responses((status = 201, description = "Admitted and recorded", body = ChargeCreated),
@@ -227,8 +227,8 @@ pub async fn run_chunk(
 
 /// Commit a reserved unit: it stays counted and joins the exact composition.
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges/{charge_id}/commit", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id"),
-           ("charge_id" = String, Path, description = "Charge id"),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+           ("charge_id" = String, Path, description = "Charge id", min_length = 1, max_length = 256),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
     responses((status = 200, description = "Committed", body = Settled),
               (status = 409, description = "The charge is not reserved (`not_reserved`)", body = ErrorBody),
@@ -253,8 +253,8 @@ pub async fn commit_charge(
 /// The caller's statement is recorded in the ledger; `outputs_released: true` is refused (409
 /// `outputs_released`: commit the unit instead).
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges/{charge_id}/release", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id"),
-           ("charge_id" = String, Path, description = "Charge id"),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+           ("charge_id" = String, Path, description = "Charge id", min_length = 1, max_length = 256),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
     request_body = ReleaseRequestWire,
     responses((status = 200, description = "Released and refunded", body = Settled),
@@ -278,7 +278,7 @@ pub async fn release_charge(
 /// Charge a mechanism to a dataset: 201 when admitted, 409 `budget_exceeded` when not (nothing
 /// written). With an `Idempotency-Key` header a retry returns the first outcome and charges nothing.
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id"),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
     request_body = ChargeRequestWire,
     responses((status = 201, description = "Admitted and recorded", body = ChargeCreated),
@@ -302,8 +302,8 @@ pub async fn create_charge(
 
 /// The ledger's entries in order: charges and budget changes (paginated: `limit`, `after`).
 #[utoipa::path(get, path = "/v1/datasets/{id}/charges", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id"),
-           ("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100)"),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+           ("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100)", minimum = 1, maximum = 1000),
            ("after" = Option<i64>, Query, description = "Return entries with seq > after")),
     responses((status = 200, description = "A page of entries", body = EntryPage),
               (status = 404, description = "No such dataset", body = ErrorBody),
@@ -333,7 +333,7 @@ pub async fn list_charges(
 
 /// What a charge would do to the dataset's budget; nothing is written.
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges/preview", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id")),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128)),
     request_body = ChargeRequestWire,
     responses((status = 200, description = "The outcome the charge would have", body = Preview),
               (status = 404, description = "No such dataset", body = ErrorBody),
@@ -352,7 +352,7 @@ pub async fn preview_charge(
 /// The privacy report of a dataset: μ with bracket and regret, ε(δ), δ(ε), advantage, the
 /// trade-off curve, the Tier-II table and the CLT estimate (approximate).
 #[utoipa::path(get, path = "/v1/datasets/{id}/report", tag = "reports",
-    params(("id" = String, Path, description = "Dataset id"),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
            ("deltas" = Option<String>, Query, description = "Comma-separated δ values for ε(δ)"),
            ("epsilons" = Option<String>, Query, description = "Comma-separated ε values for δ(ε)"),
            ("alphas" = Option<String>, Query, description = "Comma-separated α values for the trade-off curve")),
@@ -374,7 +374,7 @@ pub async fn get_report(
 /// The dataset's symmetrised trade-off curve f(α) and G_μ(α) at the same α: `points=N` spread over
 /// [1e-10, 1], or `alpha=a1,a2,...`.
 #[utoipa::path(get, path = "/v1/datasets/{id}/tradeoff", tag = "reports",
-    params(("id" = String, Path, description = "Dataset id"),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
            ("points" = Option<usize>, Query, description = "Number of α values (2-10000, default 100)"),
            ("alpha" = Option<String>, Query, description = "Comma-separated α values")),
     responses((status = 200, description = "The curve", body = TradeoffView),
@@ -409,7 +409,7 @@ pub async fn compose(
 /// Calibrate one free parameter of an event to what still fits the dataset's budget: the smallest
 /// noise multiplier, or the largest count.
 #[utoipa::path(post, path = "/v1/datasets/{id}/calibrate", tag = "accountant",
-    params(("id" = String, Path, description = "Dataset id")),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128)),
     request_body = DatasetCalibrateRequest,
     responses((status = 200, description = "The calibrated value", body = Calibrated),
               (status = 404, description = "No such dataset", body = ErrorBody),
@@ -471,7 +471,7 @@ pub async fn metrics(caller: Caller, State(s): State<AppState>) -> ApiResult<imp
 
 /// A dataset's grants (its admins and auditors).
 #[utoipa::path(get, path = "/v1/datasets/{id}/grants", tag = "access",
-    params(("id" = String, Path, description = "Dataset id")),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128)),
     responses((status = 200, description = "The grants, by principal", body = Vec<crate::ledger::auth::GrantView>),
               (status = 403, description = "The caller may see the dataset but not its grants", body = ErrorBody),
               (status = 404, description = "No such dataset (or the caller may not know of it)", body = ErrorBody),
@@ -486,8 +486,8 @@ pub async fn list_grants(
 
 /// Give a principal a role on the dataset (replacing its grant, if any); the dataset's admins.
 #[utoipa::path(put, path = "/v1/datasets/{id}/grants/{principal}", tag = "access",
-    params(("id" = String, Path, description = "Dataset id"),
-           ("principal" = String, Path, description = "The principal's name")),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+           ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$|^\*$", min_length = 1, max_length = 128)),
     request_body = GrantRequestWire,
     responses((status = 200, description = "The dataset's grants now", body = Vec<crate::ledger::auth::GrantView>),
               (status = 403, description = "The caller is not an admin of the dataset", body = ErrorBody),
@@ -509,8 +509,8 @@ pub async fn put_grant(
 
 /// Withdraw a principal's grant on the dataset; the dataset's admins.
 #[utoipa::path(delete, path = "/v1/datasets/{id}/grants/{principal}", tag = "access",
-    params(("id" = String, Path, description = "Dataset id"),
-           ("principal" = String, Path, description = "The principal's name")),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+           ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$|^\*$", min_length = 1, max_length = 128)),
     responses((status = 204, description = "Withdrawn"),
               (status = 403, description = "The caller is not an admin of the dataset", body = ErrorBody),
               (status = 404, description = "No such dataset or grant", body = ErrorBody),
@@ -537,7 +537,7 @@ pub async fn delete_grant(
 /// The dataset's quotas and the unallocated share `*`: all of them for its admins and auditors,
 /// one's own for an analyst.
 #[utoipa::path(get, path = "/v1/datasets/{id}/quotas", tag = "access",
-    params(("id" = String, Path, description = "Dataset id")),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128)),
     responses((status = 200, description = "The quotas", body = Vec<crate::ledger::quotas::QuotaView>),
               (status = 404, description = "No such dataset (or the caller may not know of it)", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -553,8 +553,8 @@ pub async fn list_quotas(
 /// δ_q, with what the unallocated share spent, must fit the budget (409 `quota_conflict`), and a
 /// quota is never set below what its holder spent. Recorded in the ledger.
 #[utoipa::path(put, path = "/v1/datasets/{id}/quotas/{principal}", tag = "access",
-    params(("id" = String, Path, description = "Dataset id"),
-           ("principal" = String, Path, description = "The principal's name"),
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+           ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$|^\*$", min_length = 1, max_length = 128),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
     request_body = QuotaRequestWire,
     responses((status = 200, description = "The quota", body = crate::ledger::quotas::QuotaView),
@@ -608,7 +608,7 @@ fn audit_time(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<Strin
            ("since" = Option<String>, Query, description = "Records at or after this RFC 3339 time"),
            ("until" = Option<String>, Query, description = "Records before this RFC 3339 time"),
            ("after" = Option<i64>, Query, description = "Records with id > after (the previous page's next_cursor)"),
-           ("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100; up to 10000 with format=jsonl)"),
+           ("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100; up to 10000 with format=jsonl)", minimum = 1, maximum = 10000),
            ("format" = Option<String>, Query, description = "`json` (default) or `jsonl`")),
     responses((status = 200, description = "A page of the audit log (with format=jsonl: one AuditRecord per line, as application/x-ndjson)", body = AuditPage),
               (status = 403, description = "The caller may not read this part of the log", body = ErrorBody),
@@ -742,7 +742,7 @@ pub async fn create_token(
 
 /// Revoke a token, at once on every replica. Global admins.
 #[utoipa::path(delete, path = "/v1/tokens/{token_id}", tag = "access",
-    params(("token_id" = String, Path, description = "The token's id")),
+    params(("token_id" = String, Path, description = "The token's id", min_length = 1, max_length = 256)),
     responses((status = 204, description = "Revoked"),
               (status = 403, description = "Not a global admin", body = ErrorBody),
               (status = 404, description = "No live token with this id", body = ErrorBody),

@@ -370,3 +370,32 @@ async fn metrics_are_histograms_with_help_by_route_and_process() {
         "an id became a label"
     );
 }
+
+/// The spec states every path and paging parameter's limits, so generated clients and fuzzers
+/// know them: dataset ids' pattern and length, ids' lengths, `limit`'s range.
+#[test]
+fn the_spec_states_the_limits_of_path_and_paging_parameters() {
+    let spec: Value = serde_json::from_str(&privacy_ledger::http::openapi_json()).unwrap();
+    let mut checked = 0;
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for (_, op) in item.as_object().unwrap() {
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                let (name, schema) = (p["name"].as_str().unwrap(), &p["schema"]);
+                match (p["in"].as_str().unwrap(), name) {
+                    ("path", "id") => {
+                        assert_eq!(schema["maxLength"], 128, "{path}");
+                        assert!(schema["pattern"].is_string(), "{path}");
+                    }
+                    ("path", _) => assert!(schema["maxLength"].is_number(), "{path} {name}"),
+                    ("query", "limit") => {
+                        assert_eq!(schema["minimum"], 1, "{path}");
+                        assert!(schema["maximum"].is_number(), "{path}");
+                    }
+                    _ => continue,
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 25, "{checked}");
+}
