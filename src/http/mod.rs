@@ -1,6 +1,7 @@
 //! The HTTP edge: router, extractors, OpenAPI, docs page, middleware.
 
 pub mod error;
+mod events_schema;
 pub mod handlers;
 pub mod rate;
 pub mod wire;
@@ -238,9 +239,12 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     api().split_for_parts().1
 }
 
-/// The OpenAPI document as pretty JSON (what `privacy-ledger openapi` prints).
+/// The OpenAPI document as pretty JSON (what `privacy-ledger openapi` prints and `/openapi.json`
+/// serves), with the event model's schemas ([`events_schema`]).
 pub fn openapi_json() -> String {
-    openapi().to_pretty_json().expect("the spec serialises")
+    let mut v = serde_json::to_value(openapi()).expect("the spec serialises");
+    events_schema::add(&mut v);
+    serde_json::to_string_pretty(&v).expect("the spec serialises")
 }
 
 /// Longest client-supplied `X-Request-Id` kept (longer or odd ones are replaced by a fresh id).
@@ -457,9 +461,9 @@ pub fn router(mut state: AppState, limits: Limits) -> Router {
         limits.rate_per_second,
         limits.rate_burst,
     ));
-    let (api, spec) = api().split_for_parts();
+    let (api, _) = api().split_for_parts();
     let api = api.route_layer(middleware::from_fn(check_params));
-    let spec = Arc::new(spec.to_pretty_json().expect("the spec serialises"));
+    let spec = Arc::new(openapi_json());
     let inner = api
         .route(
             "/openapi.json",
