@@ -33,13 +33,17 @@ fn event_ref() -> Value {
     json!({"$ref": "#/components/schemas/Event"})
 }
 
-/// The variants: (tag, schema name, description, fields, required fields).
-fn variants() -> Vec<(
+/// One variant: its tag, schema name, description and fields (all required but
+/// `total_variation`).
+type Variant = (
     &'static str,
     &'static str,
     &'static str,
     Vec<(&'static str, Value)>,
-)> {
+);
+
+/// The variants, in the parser's order.
+fn variants() -> Vec<Variant> {
     vec![
         ("gaussian", "GaussianEvent", "Gaussian noise of standard deviation noise_multiplier × C (C: the per-record contribution bound).",
             vec![("noise_multiplier", number("σ/C", true, None))]),
