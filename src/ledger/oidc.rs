@@ -307,9 +307,17 @@ impl Oidc {
     }
 
     /// Reloads the keys if allowed now (`force`: a token named an unknown key; else only when
-    /// stale). Concurrent callers wait for one reload.
+    /// stale). Callers that need the new keys wait for one reload; a routine refresh of stale keys
+    /// never makes a request wait (it is skipped while another caller refreshes).
     async fn refresh(&self, force: bool) {
-        let mut last = self.last_fetch.lock().await;
+        let mut last = if force {
+            self.last_fetch.lock().await
+        } else {
+            match self.last_fetch.try_lock() {
+                Ok(l) => l,
+                Err(_) => return,
+            }
+        };
         let since = last.map_or(Duration::MAX, |t| t.elapsed());
         let stale = self.keys.read().expect("keys lock").loaded.elapsed() >= REFRESH_AFTER
             && matches!(self.config.jwks, JwksSource::Url(_));
