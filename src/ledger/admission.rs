@@ -38,6 +38,17 @@ pub enum Cost {
     Heavy,
 }
 
+impl Cost {
+    /// Light when the work is closed-form, else heavy.
+    pub fn light_if(closed_form: bool) -> Self {
+        if closed_form {
+            Cost::Light
+        } else {
+            Cost::Heavy
+        }
+    }
+}
+
 /// Limits on heavy work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdmissionConfig {

@@ -536,11 +536,7 @@ fn analytic(event: &Event, relation: NeighboringRelation) -> bool {
 
 /// The cost class of composing `event` onto `base`: light only when both are closed-form.
 fn cost_of(base: &Composition, event: &Event) -> admission::Cost {
-    if base.is_analytic() && analytic(event, base.relation()) {
-        admission::Cost::Light
-    } else {
-        admission::Cost::Heavy
-    }
+    admission::Cost::light_if(base.is_analytic() && analytic(event, base.relation()))
 }
 
 /// The result of a calibration.
@@ -1499,11 +1495,7 @@ impl Ledgers {
         let state = self.state(&row).await?;
         let budget = budget_of(&row)?;
         let relation = relation_of(&row)?;
-        let cost = if state.is_analytic() {
-            admission::Cost::Light
-        } else {
-            admission::Cost::Heavy
-        };
+        let cost = admission::Cost::light_if(state.is_analytic());
         blocking(&self.admission, cost, move || {
             let report = filter_report(&filter, &budget, relation, &opts);
             let exact_opts = ReportOptions {
@@ -1561,11 +1553,7 @@ impl Ledgers {
         let row = self.row(id).await?;
         let (gate, _) = self.gate_for(&row, &actor.principal.name).await?;
         let (relation, h) = (relation_of(&row)?, grid_step_of(&row)?);
-        let cost = if analytic(&req.event, relation) {
-            admission::Cost::Light
-        } else {
-            admission::Cost::Heavy
-        };
+        let cost = admission::Cost::light_if(analytic(&req.event, relation));
         blocking(&self.admission, cost, move || {
             let path = crate::accountant::json::JsonPath::root().field("event");
             let mut judge = GateJudge { relation, h, gate };
@@ -1601,11 +1589,7 @@ impl Ledgers {
         &self,
         req: input::CalibrateRequest,
     ) -> Result<Calibrated, LedgerError> {
-        let cost = if analytic(&req.event, req.neighboring_relation) {
-            admission::Cost::Light
-        } else {
-            admission::Cost::Heavy
-        };
+        let cost = admission::Cost::light_if(analytic(&req.event, req.neighboring_relation));
         blocking(&self.admission, cost, move || {
             let base = Composition::new(req.neighboring_relation, req.grid_step);
             let mu = req.mu.unwrap_or(0.0);
@@ -1616,15 +1600,11 @@ impl Ledgers {
 
     /// The stateless report of a list of events.
     pub async fn compose(&self, req: AccountRequest) -> Result<Report, LedgerError> {
-        let cost = if req
-            .events
-            .iter()
-            .all(|e| analytic(e, req.neighboring_relation))
-        {
-            admission::Cost::Light
-        } else {
-            admission::Cost::Heavy
-        };
+        let cost = admission::Cost::light_if(
+            req.events
+                .iter()
+                .all(|e| analytic(e, req.neighboring_relation)),
+        );
         blocking(&self.admission, cost, move || {
             account::account(&req).map_err(LedgerError::from)
         })

@@ -168,11 +168,7 @@ async fn plan(
     );
     let (step, steps, chunk_steps, own) =
         (req.event.clone(), req.steps, req.chunk_steps, req.delta);
-    let cost = if super::analytic(&step, relation) {
-        super::admission::Cost::Light
-    } else {
-        super::admission::Cost::Heavy
-    };
+    let cost = super::admission::Cost::light_if(super::analytic(&step, relation));
     blocking(admission, cost, move || {
         let path = JsonPath::root().field("event");
         let cert = |n: u64| -> Result<Certificate, LedgerError> {

@@ -11,6 +11,14 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use tower::ServiceExt;
 
+/// A numerical composition that takes about a second (10,000 Poisson-subsampled Gaussian steps
+/// at grid 1e-5).
+fn slow_composition() -> Value {
+    json!({"events": [{"type": "self_composed", "count": 10000, "event": {
+        "type": "poisson_sampled", "sampling_rate": 0.01,
+        "event": {"type": "gaussian", "noise_multiplier": 0.8}}}], "grid_step": 1e-5})
+}
+
 /// Sends a raw body (so it can hold what `json!` cannot: duplicate keys).
 async fn raw(app: &TestApp, method: &str, uri: &str, body: &str) -> (StatusCode, Value) {
     let req = Request::builder()
@@ -175,10 +183,7 @@ async fn every_error_status_has_the_error_body_with_the_request_id() {
         ..Limits::default()
     })
     .await;
-    // A numerical composition that takes about a second.
-    let slow = json!({"events": [{"type": "self_composed", "count": 10000, "event": {
-        "type": "poisson_sampled", "sampling_rate": 0.01,
-        "event": {"type": "gaussian", "noise_multiplier": 0.8}}}], "grid_step": 1e-5});
+    let slow = slow_composition();
     let (s, b) = raw(&app, "POST", "/v1/accountant/compose", &slow.to_string()).await;
     assert_eq!(s, StatusCode::REQUEST_TIMEOUT, "{b}");
     assert_eq!(
@@ -290,9 +295,7 @@ async fn heavy_work_beyond_the_limit_is_shed_with_retry_after_and_cheap_work_goe
             max_wait: Duration::from_secs(1),
         });
     let app = std::sync::Arc::new(TestApp::over_ledgers(ledgers, Limits::default(), dir).await);
-    let heavy = json!({"events": [{"type": "self_composed", "count": 10000, "event": {
-        "type": "poisson_sampled", "sampling_rate": 0.01,
-        "event": {"type": "gaussian", "noise_multiplier": 0.8}}}], "grid_step": 1e-5});
+    let heavy = slow_composition();
     let running = {
         let (app, heavy) = (app.clone(), heavy.clone());
         tokio::spawn(async move { app.post("/v1/accountant/compose", heavy).await.0 })
