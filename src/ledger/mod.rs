@@ -49,9 +49,60 @@ use utoipa::ToSchema;
 /// 0.1 % spend no δ at all (see [`crate::accountant::certificate`]).
 pub const DEFAULT_UNITS_PER_DELTA: f64 = 1000.0;
 
-/// Most datasets whose composed state is kept in memory.
 /// Bytes of composed states kept in memory (least recently used first out): 128 MiB.
 pub const STATE_CACHE_BYTES: usize = 128 << 20;
+
+/// Bytes of kept gate inputs (dataset rows and quotas, a few hundred bytes each): 16 MiB.
+pub const GATE_CACHE_BYTES: usize = 16 << 20;
+
+/// A dataset's row and quotas at one version: what the gate reads.
+#[derive(Debug)]
+struct GateInputs {
+    row: DatasetRow,
+    quotas: Vec<crate::store::QuotaRow>,
+}
+
+impl GateInputs {
+    /// Approximate heap and inline size, for the cache's bound.
+    fn bytes(&self) -> usize {
+        let r = &self.row;
+        let strings = r.id.len()
+            + r.description.len()
+            + r.neighboring_relation.len()
+            + r.create_hash.as_ref().map_or(0, String::len)
+            + r.created_at.len()
+            + r.updated_at.len();
+        let quotas: usize = self
+            .quotas
+            .iter()
+            .map(|q| {
+                std::mem::size_of::<crate::store::QuotaRow>()
+                    + q.dataset_id.len()
+                    + q.principal.len()
+                    + q.updated_at.len()
+            })
+            .sum();
+        std::mem::size_of::<Self>() + strings + quotas
+    }
+}
+
+/// Waits a random 0 to 2^min(n,6) − 1 ms before the (n+1)-th attempt after losing a
+/// compare-and-swap to another replica (none before the first), so replicas contending for one
+/// dataset spread out instead of colliding again.
+async fn back_off(n: u32) {
+    if n == 0 {
+        return;
+    }
+    let ms = (uuid::Uuid::new_v4().as_u128() as u64) % (1u64 << n.min(6));
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+}
+
+/// The end of one attempt to admit a unit.
+enum Attempt {
+    Done(ChargeOutcome),
+    /// Start over from the store's current row.
+    Retry,
+}
 
 /// How often a charge is retried when another writer appended first.
 const MAX_ATTEMPTS: usize = 16;
@@ -369,6 +420,8 @@ pub struct Ledgers {
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Composed states by dataset, tagged with the ledger version they belong to.
     cache: Mutex<ByteCache<String, (i64, Arc<Composition>)>>,
+    /// What the gate reads of each dataset (row and quotas) as of this process's last write.
+    gates: Mutex<ByteCache<String, Arc<GateInputs>>>,
     /// JWTs from an identity provider, when configured.
     oidc: Option<Arc<oidc::Oidc>>,
     /// How much numerical work runs at once.
@@ -812,6 +865,7 @@ impl Ledgers {
             store,
             locks: Mutex::new(HashMap::new()),
             cache: Mutex::new(ByteCache::new(STATE_CACHE_BYTES)),
+            gates: Mutex::new(ByteCache::new(GATE_CACHE_BYTES)),
             oidc: None,
             admission: admission::Admission::new(admission::AdmissionConfig::default()),
         }
@@ -996,11 +1050,26 @@ impl Ledgers {
         state: Option<Arc<Composition>>,
     ) -> Result<bool, LedgerError> {
         let bytes = state.as_ref().map(|s| s.to_bytes());
-        match self
+        let result = self
             .store
             .append(id, version, entry, update, bytes.as_deref())
-            .await
+            .await;
+        // Kept gate inputs stay only if they described the version appended on: then they move
+        // to the next version exactly as the store's row did. Anything else drops them.
         {
+            let mut gates = self.gates.lock().expect("gate inputs");
+            let key = id.to_owned();
+            match (&result, gates.get(&key)) {
+                (Ok(_), Some(g)) if g.row.version == version => {
+                    let (row, quotas) = update.applied(&g.row, &g.quotas);
+                    let next = Arc::new(GateInputs { row, quotas });
+                    let size = next.bytes();
+                    gates.insert(key, next, size);
+                }
+                _ => gates.remove(&key),
+            }
+        }
+        match result {
             Ok(_) => {
                 match state {
                     Some(state) => self.remember(id, version + 1, state),
@@ -1111,7 +1180,8 @@ impl Ledgers {
         self.row(id).await?;
         let _guard = self.lock(id).await?;
         let budget = patch.budget;
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS as u32 {
+            back_off(attempt).await;
             let key = patch.idempotency_key.as_deref();
             if let Some(body) = self.replay(id, key, &patch.request_hash).await? {
                 return Ok(body);
@@ -1203,13 +1273,12 @@ impl Ledgers {
 
     /// The gate of a unit charged by `holder` on `row`: the dataset's filter and, when the
     /// dataset has quotas, the holder's share (with its stored row).
-    async fn gate_for(
-        &self,
+    fn gate_for(
         row: &DatasetRow,
+        quotas: &[crate::store::QuotaRow],
         holder: &str,
     ) -> Result<(Gate, Option<crate::store::QuotaRow>), LedgerError> {
-        let quotas = self.store.list_quotas(&row.id).await?;
-        let share = quotas::share_for(row, &quotas, holder)?;
+        let share = quotas::share_for(row, quotas, holder)?;
         let (share, quota_row) = match share {
             Some((s, q)) => (Some(s), Some(q)),
             None => (None, None),
@@ -1224,7 +1293,37 @@ impl Ledgers {
         ))
     }
 
+    /// The gate of a unit charged by `holder` on `row`, with the dataset's quotas read now.
+    async fn gate_now(
+        &self,
+        row: &DatasetRow,
+        holder: &str,
+    ) -> Result<(Gate, Option<crate::store::QuotaRow>), LedgerError> {
+        Self::gate_for(row, &self.store.list_quotas(&row.id).await?, holder)
+    }
+
+    /// What the gate of dataset `id` reads (its row and quotas), as the store has it now; kept
+    /// for the next charge ([`Ledgers::append`] keeps it current).
+    async fn gate_inputs(&self, id: &str) -> Result<Arc<GateInputs>, LedgerError> {
+        let row = self.row(id).await?;
+        let quotas = self.store.list_quotas(id).await?;
+        let inputs = Arc::new(GateInputs { row, quotas });
+        let bytes = inputs.bytes();
+        self.gates
+            .lock()
+            .expect("gate inputs")
+            .insert(id.to_owned(), inputs.clone(), bytes);
+        Ok(inputs)
+    }
+
     /// Gates a unit and, if admitted, appends it (with metrics).
+    ///
+    /// The first attempt gates on the row and quotas kept from this process's last write to the
+    /// dataset ([`GateInputs`]), without reading the store: the append's compare-and-swap on the
+    /// version makes that exact — it succeeds only if the ledger is still at the version those
+    /// inputs describe — and the idempotency key's unique index refuses a replayed key. Any
+    /// other outcome (a conflict, a duplicate key, or a rejection, which must not rest on inputs
+    /// that may be stale) starts over from the store, replay check first.
     async fn admit(
         &self,
         actor: &Actor,
@@ -1232,20 +1331,37 @@ impl Ledgers {
         unit: UnitRequest,
     ) -> Result<ChargeOutcome, LedgerError> {
         let started = Instant::now();
-        // Converts a version-1 ledger first (under the same lock, so not inside it).
-        self.row(id).await?;
+        let cached = self.gates.lock().expect("gate inputs").get(&id.to_owned());
+        if cached.is_none() {
+            // Converts a version-1 ledger first (under the same lock, so not inside it).
+            self.row(id).await?;
+        }
         let _guard = self.lock(id).await?;
         let result = async {
+            // Taken again under the lock: the one read before may have been superseded.
+            let mut cached = self.gates.lock().expect("gate inputs").get(&id.to_owned());
+            let mut conflicts = 0;
             for _ in 0..MAX_ATTEMPTS {
-                let key = unit.idempotency_key.as_deref();
-                if let Some(body) = self.replay(id, key, &unit.request_hash).await? {
-                    return Ok(ChargeOutcome {
-                        created: false,
-                        body,
-                    });
-                }
-                let row = self.row(id).await?;
-                if let Some(o) = self.admit_once(actor, id, &unit, row).await? {
+                let (inputs, from_cache) = match cached.take() {
+                    Some(inputs) => (inputs, true),
+                    None => {
+                        back_off(conflicts).await;
+                        conflicts += 1;
+                        let key = unit.idempotency_key.as_deref();
+                        if let Some(body) = self.replay(id, key, &unit.request_hash).await? {
+                            return Ok(ChargeOutcome {
+                                created: false,
+                                body,
+                            });
+                        }
+                        (self.gate_inputs(id).await?, false)
+                    }
+                };
+                let (row, quotas) = (inputs.row.clone(), &inputs.quotas);
+                if let Attempt::Done(o) = self
+                    .admit_once(actor, id, &unit, row, quotas, from_cache)
+                    .await?
+                {
                     return Ok(o);
                 }
             }
@@ -1256,17 +1372,20 @@ impl Ledgers {
         result
     }
 
-    /// One attempt to gate and append a unit on `row` (the dataset's lock held); `None` when
-    /// another writer appended first (the caller re-reads and tries again).
+    /// One attempt to gate and append a unit on `row` with `quotas` (the dataset's lock held);
+    /// [`Attempt::Retry`] when another writer appended first or took the idempotency key, or
+    /// when inputs taken `from_cache` reject the unit (the caller re-reads and tries again).
     async fn admit_once(
         &self,
         actor: &Actor,
         id: &str,
         unit: &UnitRequest,
         row: DatasetRow,
-    ) -> Result<Option<ChargeOutcome>, LedgerError> {
+        quotas: &[crate::store::QuotaRow],
+        from_cache: bool,
+    ) -> Result<Attempt, LedgerError> {
         {
-            let (gate, quota_row) = self.gate_for(&row, &actor.principal.name).await?;
+            let (gate, quota_row) = Self::gate_for(&row, quotas, &actor.principal.name)?;
             let base = self.state(&row).await?;
             let budget = gate.budget;
             let (event, own, reserve) = (unit.event.clone(), unit.delta, unit.reserve);
@@ -1279,6 +1398,9 @@ impl Ledgers {
             let target = unit.run.as_ref().map(|(r, c)| format!("run {r} chunk {c}"));
             let (after, share_after) = match g.verdict {
                 Verdict::Admitted(after, share_after) => (after, share_after),
+                // Kept inputs may be stale (a replica spent, or raised the budget): a refusal
+                // is decided on the store's row only.
+                Verdict::Rejected(..) if from_cache => return Ok(Attempt::Retry),
                 Verdict::Rejected(by, why) => {
                     let r = rejection(&gate, g.unit, by, why);
                     let audit = audit::draft(actor, "unit.rejected", Some(id), target.as_deref())
@@ -1384,10 +1506,14 @@ impl Ledgers {
                 None => None,
             };
             let appended = self.append(id, row.version, &entry, &update, state).await?;
-            Ok(appended.then_some(ChargeOutcome {
-                created: true,
-                body,
-            }))
+            Ok(if appended {
+                Attempt::Done(ChargeOutcome {
+                    created: true,
+                    body,
+                })
+            } else {
+                Attempt::Retry
+            })
         }
     }
 
@@ -1400,7 +1526,7 @@ impl Ledgers {
     ) -> Result<Preview, LedgerError> {
         self.authorize(actor, id, Action::Spend).await?;
         let row = self.row(id).await?;
-        let (gate, _) = self.gate_for(&row, &actor.principal.name).await?;
+        let (gate, _) = self.gate_now(&row, &actor.principal.name).await?;
         let (budget, filter) = (gate.budget, gate.state);
         let base = self.state(&row).await?;
         let relation = relation_of(&row)?;
@@ -1551,7 +1677,7 @@ impl Ledgers {
         use crate::accountant::calibrate::{calibrate_by, with_free_parameter};
         self.authorize(actor, id, Action::Spend).await?;
         let row = self.row(id).await?;
-        let (gate, _) = self.gate_for(&row, &actor.principal.name).await?;
+        let (gate, _) = self.gate_now(&row, &actor.principal.name).await?;
         let (relation, h) = (relation_of(&row)?, grid_step_of(&row)?);
         let cost = admission::Cost::light_if(analytic(&req.event, relation));
         blocking(&self.admission, cost, move || {

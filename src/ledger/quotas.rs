@@ -245,7 +245,8 @@ impl Ledgers {
             Budget::share(req.mu, req.delta).map_err(|r| LedgerError::Invalid("body".into(), r))?;
         self.row(id).await?;
         let _guard = self.lock(id).await?;
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS as u32 {
+            super::back_off(attempt).await;
             if let Some(body) = self
                 .replay(id, req.idempotency_key.as_deref(), &req.request_hash)
                 .await?

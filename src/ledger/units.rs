@@ -239,7 +239,8 @@ impl Ledgers {
         let mut planned = (budget_of(&row)?, plan(&self.admission, &req, &row).await?);
         let _guard = self.lock(id).await?;
         let run_id = uuid::Uuid::new_v4().to_string();
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS as u32 {
+            super::back_off(attempt).await;
             if let Some(body) = self
                 .replay(id, req.idempotency_key.as_deref(), &req.request_hash)
                 .await?
@@ -317,7 +318,8 @@ impl Ledgers {
         self.row(id).await?;
         let _guard = self.lock(id).await?;
         let result = async {
-            for _ in 0..MAX_ATTEMPTS {
+            for attempt in 0..MAX_ATTEMPTS as u32 {
+                super::back_off(attempt).await;
                 let key = req.idempotency_key.as_deref();
                 if let Some(body) = self.replay(id, key, &req.request_hash).await? {
                     return Ok(ChargeOutcome {
@@ -359,7 +361,11 @@ impl Ledgers {
                 };
                 // The version CAS of the append also guards the chunk choice: a chunk admitted
                 // meanwhile (by another replica) moved the version, and this attempt starts over.
-                if let Some(o) = self.admit_once(actor, id, &unit, row).await? {
+                let quotas = self.store.list_quotas(id).await?;
+                if let super::Attempt::Done(o) = self
+                    .admit_once(actor, id, &unit, row, &quotas, false)
+                    .await?
+                {
                     return Ok(o);
                 }
             }
@@ -406,7 +412,8 @@ impl Ledgers {
         self.authorize(actor, id, Action::Spend).await?;
         self.row(id).await?;
         let _guard = self.lock(id).await?;
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS as u32 {
+            super::back_off(attempt).await;
             let key = req.idempotency_key.as_deref();
             if let Some(body) = self.replay(id, key, &req.request_hash).await? {
                 return Ok(body);

@@ -166,6 +166,100 @@ pub mod sql {
         delta_spent = excluded.delta_spent, units = excluded.units, \
         updated_at = excluded.updated_at";
 
+    /// A new dataset (19 parameters, in [`super::DatasetRow`]'s order; `mu_spent_lower` repeats
+    /// `mu_spent`, `state` comes after `create_hash`).
+    pub const DATASET_INSERT: &str = "INSERT INTO datasets (id, description, \
+        neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
+        mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
+        created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    /// The append's compare-and-swap: every field of [`super::DatasetUpdate`] assigned (what
+    /// [`super::DatasetUpdate::applied`] mirrors), the state kept when NULL, the version moved
+    /// by one, only at the expected version.
+    pub const APPEND_UPDATE: &str = "UPDATE datasets SET version = version + 1, budget_mu = ?, \
+        budget_delta = ?, charges = ?, mu_spent = ?, mu_spent_lower = ?, mu_sq_spent = ?, \
+        delta_spent = ?, units = ?, exact_mu = ?, reserved = ?, state = COALESCE(?, state), \
+        updated_at = ? WHERE id = ? AND version = ?";
+    pub const DATASET_EXISTS: &str = "SELECT 1 FROM datasets WHERE id = ?";
+    /// A commit or release: the reserved charge's new status.
+    pub const SETTLE: &str = "UPDATE entries SET status = ? WHERE dataset_id = ? AND \
+        charge_id = ? AND kind = 'charge' AND status = 'reserved'";
+    pub const ENTRY_INSERT: &str = "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, \
+        label, metadata, idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, \
+        budget_delta, response, ref_id, run_id, chunk, status, principal, quota, created_at) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    /// A version-1 ledger's conversion (only once: `mu_sq_spent` is NULL until then).
+    pub const CONVERT_DATASET: &str = "UPDATE datasets SET mu_spent = ?, mu_spent_lower = ?, \
+        mu_sq_spent = ?, delta_spent = ?, units = ? WHERE id = ? AND version = ? \
+        AND mu_sq_spent IS NULL";
+    pub const CONVERT_ENTRY: &str =
+        "UPDATE entries SET unit_mu = ?, unit_delta = ? WHERE dataset_id = ? AND seq = ?";
+    pub const TOKEN_INSERT: &str = "INSERT INTO tokens (id, name, hash, role, created_at, \
+        expires_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)";
+    /// The first token, only on an empty store.
+    pub const TOKEN_INSERT_FIRST: &str = "INSERT INTO tokens (id, name, hash, role, created_at, \
+        expires_at, revoked_at) SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM tokens)";
+    pub const TOKEN_REVOKE: &str =
+        "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL";
+
+    macro_rules! dataset_columns {
+        () => {
+            "id, description, neighboring_relation, budget_mu, budget_delta, grid_step, version, \
+             charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, \
+             created_at, updated_at"
+        };
+    }
+    macro_rules! entry_columns {
+        () => {
+            "seq, kind, charge_id, event, label, metadata, idempotency_key, request_hash, mu_after, \
+             unit_mu, unit_delta, budget_mu, budget_delta, response, ref_id, run_id, chunk, status, \
+             principal, quota, created_at"
+        };
+    }
+    macro_rules! token_columns {
+        () => {
+            "id, name, hash, role, created_at, expires_at, revoked_at"
+        };
+    }
+    pub const DATASET_GET: &str =
+        concat!("SELECT ", dataset_columns!(), " FROM datasets WHERE id = ?");
+    pub const STATE_GET: &str = "SELECT version, state FROM datasets WHERE id = ?";
+    /// A page of datasets after an id; with a principal, only those it has a grant on.
+    pub const DATASET_LIST: &str = concat!(
+        "SELECT ",
+        dataset_columns!(),
+        " FROM datasets WHERE id > ? AND (? IS NULL OR id IN \
+         (SELECT dataset_id FROM grants WHERE principal = ?)) ORDER BY id LIMIT ?"
+    );
+    pub const ENTRY_BY_KEY: &str = concat!(
+        "SELECT ",
+        entry_columns!(),
+        " FROM entries WHERE dataset_id = ? AND idempotency_key = ?"
+    );
+    pub const ENTRY_BY_CHARGE: &str = concat!(
+        "SELECT ",
+        entry_columns!(),
+        " FROM entries WHERE dataset_id = ? AND charge_id = ? AND kind = 'charge'"
+    );
+    pub const RUN_LIST: &str = concat!(
+        "SELECT ",
+        entry_columns!(),
+        " FROM entries WHERE dataset_id = ? AND run_id = ? ORDER BY seq"
+    );
+    /// A page of entries after a seq, optionally of one kind.
+    pub const ENTRY_LIST: &str = concat!(
+        "SELECT ",
+        entry_columns!(),
+        " FROM entries WHERE dataset_id = ? AND seq > ? AND (? IS NULL OR kind = ?) \
+         ORDER BY seq LIMIT ?"
+    );
+    pub const TOKEN_BY_HASH: &str =
+        concat!("SELECT ", token_columns!(), " FROM tokens WHERE hash = ?");
+    pub const TOKEN_LIST: &str = concat!(
+        "SELECT ",
+        token_columns!(),
+        " FROM tokens ORDER BY created_at, id"
+    );
+
     /// `?` placeholders as PostgreSQL's `$1, $2, …` (no statement here has a `?` in a literal).
     pub fn numbered(q: &str) -> String {
         let mut out = String::with_capacity(q.len() + 16);
@@ -183,8 +277,111 @@ pub mod sql {
     }
 }
 
+/// Decoders from a sqlx row of either engine to the store's rows (the column names and types are
+/// the same on both; each store invokes this with its row type).
+macro_rules! row_decoders {
+    ($row:ty) => {
+        pub(crate) fn dataset_from_row(r: &$row) -> DatasetRow {
+            DatasetRow {
+                id: r.get("id"),
+                description: r.get("description"),
+                neighboring_relation: r.get("neighboring_relation"),
+                budget_mu: r.get("budget_mu"),
+                budget_delta: r.get("budget_delta"),
+                grid_step: r.get("grid_step"),
+                version: r.get("version"),
+                charges: r.get("charges"),
+                mu_spent: r.get("mu_spent"),
+                mu_sq_spent: r.get("mu_sq_spent"),
+                delta_spent: r.get("delta_spent"),
+                units: r.get("units"),
+                exact_mu: r.get("exact_mu"),
+                reserved: r.get("reserved"),
+                create_hash: r.get("create_hash"),
+                created_at: r.get("created_at"),
+                updated_at: r.get("updated_at"),
+            }
+        }
+
+        pub(crate) fn entry_from_row(r: &$row) -> EntryRow {
+            EntryRow {
+                seq: r.get("seq"),
+                kind: r.get("kind"),
+                charge_id: r.get("charge_id"),
+                event: r.get("event"),
+                label: r.get("label"),
+                metadata: r.get("metadata"),
+                idempotency_key: r.get("idempotency_key"),
+                request_hash: r.get("request_hash"),
+                mu_after: r.get("mu_after"),
+                unit_mu: r.get("unit_mu"),
+                unit_delta: r.get("unit_delta"),
+                budget_mu: r.get("budget_mu"),
+                budget_delta: r.get("budget_delta"),
+                response: r.get("response"),
+                ref_id: r.get("ref_id"),
+                run_id: r.get("run_id"),
+                chunk: r.get("chunk"),
+                status: r.get("status"),
+                principal: r.get("principal"),
+                quota: r.get("quota"),
+                created_at: r.get("created_at"),
+            }
+        }
+
+        pub(crate) fn quota_from_row(r: &$row) -> QuotaRow {
+            QuotaRow {
+                dataset_id: r.get("dataset_id"),
+                principal: r.get("principal"),
+                mu: r.get("mu"),
+                delta: r.get("delta"),
+                mu_sq_spent: r.get("mu_sq_spent"),
+                delta_spent: r.get("delta_spent"),
+                units: r.get("units"),
+                updated_at: r.get("updated_at"),
+            }
+        }
+
+        pub(crate) fn audit_from_row(r: &$row) -> AuditRecord {
+            AuditRecord {
+                id: r.get("id"),
+                seq: r.get("seq"),
+                draft: AuditDraft {
+                    chain: r.get("chain"),
+                    at: r.get("at"),
+                    principal: r.get("principal"),
+                    credential: r.get("credential"),
+                    action: r.get("action"),
+                    dataset_id: r.get("dataset_id"),
+                    target: r.get("target"),
+                    request_id: r.get("request_id"),
+                    client: r.get("client"),
+                    before: r.get("before_value"),
+                    after: r.get("after_value"),
+                },
+                prev_hash: r.get("prev_hash"),
+                hash: r.get("hash"),
+            }
+        }
+
+        pub(crate) fn token_from_row(r: &$row) -> TokenRow {
+            TokenRow {
+                id: r.get("id"),
+                name: r.get("name"),
+                hash: r.get("hash"),
+                role: r.get("role"),
+                created_at: r.get("created_at"),
+                expires_at: r.get("expires_at"),
+                revoked_at: r.get("revoked_at"),
+            }
+        }
+    };
+}
+pub(crate) use row_decoders;
+
 pub mod postgres;
 pub mod sqlite;
+mod sqlite_writer;
 
 use async_trait::async_trait;
 
@@ -316,6 +513,39 @@ pub struct DatasetUpdate {
     /// The audit record of the change, appended to the dataset's chain in the same transaction.
     pub audit: Option<AuditDraft>,
     pub updated_at: String,
+}
+
+impl DatasetUpdate {
+    /// The dataset's row and quotas after this update was appended on `row` (at `row.version`)
+    /// with `quotas`: exactly what both stores' `append` writes (every field is assigned, the
+    /// version moves by one, quota rows are inserted or replaced), so a ledger may keep them
+    /// instead of reading them back. The store contract checks this against both engines.
+    pub fn applied(&self, row: &DatasetRow, quotas: &[QuotaRow]) -> (DatasetRow, Vec<QuotaRow>) {
+        let row = DatasetRow {
+            version: row.version + 1,
+            budget_mu: self.budget_mu,
+            budget_delta: self.budget_delta,
+            charges: self.charges,
+            mu_spent: self.mu_spent,
+            mu_sq_spent: Some(self.mu_sq_spent),
+            delta_spent: Some(self.delta_spent),
+            units: Some(self.units),
+            exact_mu: self.exact_mu,
+            reserved: Some(self.reserved),
+            updated_at: self.updated_at.clone(),
+            ..row.clone()
+        };
+        let mut quotas = quotas.to_vec();
+        for q in &self.quotas {
+            match quotas.iter_mut().find(|o| o.principal == q.principal) {
+                Some(o) => *o = q.clone(),
+                None => quotas.push(q.clone()),
+            }
+        }
+        // As the stores list them.
+        quotas.sort_by(|a, b| a.principal.cmp(&b.principal));
+        (row, quotas)
+    }
 }
 
 /// A principal's role on one dataset.

@@ -153,89 +153,6 @@ async fn migrate(conn: &mut sqlx::PgConnection) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn dataset_from_row(r: &PgRow) -> DatasetRow {
-    DatasetRow {
-        id: r.get("id"),
-        description: r.get("description"),
-        neighboring_relation: r.get("neighboring_relation"),
-        budget_mu: r.get("budget_mu"),
-        budget_delta: r.get("budget_delta"),
-        grid_step: r.get("grid_step"),
-        version: r.get("version"),
-        charges: r.get("charges"),
-        mu_spent: r.get("mu_spent"),
-        mu_sq_spent: r.get("mu_sq_spent"),
-        delta_spent: r.get("delta_spent"),
-        units: r.get("units"),
-        exact_mu: r.get("exact_mu"),
-        reserved: r.get("reserved"),
-        create_hash: r.get("create_hash"),
-        created_at: r.get("created_at"),
-        updated_at: r.get("updated_at"),
-    }
-}
-
-fn entry_from_row(r: &PgRow) -> EntryRow {
-    EntryRow {
-        seq: r.get("seq"),
-        kind: r.get("kind"),
-        charge_id: r.get("charge_id"),
-        event: r.get("event"),
-        label: r.get("label"),
-        metadata: r.get("metadata"),
-        idempotency_key: r.get("idempotency_key"),
-        request_hash: r.get("request_hash"),
-        mu_after: r.get("mu_after"),
-        unit_mu: r.get("unit_mu"),
-        unit_delta: r.get("unit_delta"),
-        budget_mu: r.get("budget_mu"),
-        budget_delta: r.get("budget_delta"),
-        response: r.get("response"),
-        ref_id: r.get("ref_id"),
-        run_id: r.get("run_id"),
-        chunk: r.get("chunk"),
-        status: r.get("status"),
-        principal: r.get("principal"),
-        quota: r.get("quota"),
-        created_at: r.get("created_at"),
-    }
-}
-
-fn quota_from_row(r: &PgRow) -> QuotaRow {
-    QuotaRow {
-        dataset_id: r.get("dataset_id"),
-        principal: r.get("principal"),
-        mu: r.get("mu"),
-        delta: r.get("delta"),
-        mu_sq_spent: r.get("mu_sq_spent"),
-        delta_spent: r.get("delta_spent"),
-        units: r.get("units"),
-        updated_at: r.get("updated_at"),
-    }
-}
-
-fn audit_from_row(r: &PgRow) -> AuditRecord {
-    AuditRecord {
-        id: r.get("id"),
-        seq: r.get("seq"),
-        draft: AuditDraft {
-            chain: r.get("chain"),
-            at: r.get("at"),
-            principal: r.get("principal"),
-            credential: r.get("credential"),
-            action: r.get("action"),
-            dataset_id: r.get("dataset_id"),
-            target: r.get("target"),
-            request_id: r.get("request_id"),
-            client: r.get("client"),
-            before: r.get("before_value"),
-            after: r.get("after_value"),
-        },
-        prev_hash: r.get("prev_hash"),
-        hash: r.get("hash"),
-    }
-}
-
 /// Appends `d` to its chain inside the caller's transaction (see [`super::audit_hash`]).
 async fn insert_audit(conn: &mut sqlx::PgConnection, d: &AuditDraft) -> Result<(), sqlx::Error> {
     sqlx::query(&sql::numbered(sql::AUDIT_HEAD_INIT))
@@ -289,30 +206,11 @@ async fn upsert_quota(conn: &mut sqlx::PgConnection, q: &QuotaRow) -> Result<(),
         .map(|_| ())
 }
 
-const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu, budget_delta, \
-    grid_step, version, charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, \
-    create_hash, created_at, updated_at";
-const ENTRY_COLUMNS: &str = "seq, kind, charge_id, event, label, metadata, idempotency_key, \
-    request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, response, ref_id, run_id, \
-    chunk, status, principal, quota, created_at";
-
-const TOKEN_COLUMNS: &str = "id, name, hash, role, created_at, expires_at, revoked_at";
-
-fn token_from_row(r: &PgRow) -> TokenRow {
-    TokenRow {
-        id: r.get("id"),
-        name: r.get("name"),
-        hash: r.get("hash"),
-        role: r.get("role"),
-        created_at: r.get("created_at"),
-        expires_at: r.get("expires_at"),
-        revoked_at: r.get("revoked_at"),
-    }
-}
-
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
+
+super::row_decoders!(PgRow);
 
 #[async_trait]
 impl Store for PostgresStore {
@@ -323,34 +221,28 @@ impl Store for PostgresStore {
         audit: Option<&AuditDraft>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let res = sqlx::query(
-            "INSERT INTO datasets (id, description, neighboring_relation, budget_mu, budget_delta, \
-             grid_step, version, charges, mu_spent, mu_spent_lower, mu_sq_spent, delta_spent, units, \
-             exact_mu, reserved, create_hash, state, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19)",
-        )
-        .bind(&row.id)
-        .bind(&row.description)
-        .bind(&row.neighboring_relation)
-        .bind(row.budget_mu)
-        .bind(row.budget_delta)
-        .bind(row.grid_step)
-        .bind(row.version)
-        .bind(row.charges)
-        .bind(row.mu_spent)
-        .bind(row.mu_spent)
-        .bind(row.mu_sq_spent)
-        .bind(row.delta_spent)
-        .bind(row.units)
-        .bind(row.exact_mu)
-        .bind(row.reserved)
-        .bind(&row.create_hash)
-        .bind(state)
-        .bind(&row.created_at)
-        .bind(&row.updated_at)
-        .execute(&mut *tx)
-        .await;
+        let res = sqlx::query(&sql::numbered(sql::DATASET_INSERT))
+            .bind(&row.id)
+            .bind(&row.description)
+            .bind(&row.neighboring_relation)
+            .bind(row.budget_mu)
+            .bind(row.budget_delta)
+            .bind(row.grid_step)
+            .bind(row.version)
+            .bind(row.charges)
+            .bind(row.mu_spent)
+            .bind(row.mu_spent)
+            .bind(row.mu_sq_spent)
+            .bind(row.delta_spent)
+            .bind(row.units)
+            .bind(row.exact_mu)
+            .bind(row.reserved)
+            .bind(&row.create_hash)
+            .bind(state)
+            .bind(&row.created_at)
+            .bind(&row.updated_at)
+            .execute(&mut *tx)
+            .await;
         match res {
             Ok(_) => {}
             Err(e) if is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
@@ -363,8 +255,7 @@ impl Store for PostgresStore {
     }
 
     async fn get_dataset(&self, id: &str) -> Result<Option<DatasetRow>, StoreError> {
-        let q = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = $1");
-        let row = sqlx::query(&q)
+        let row = sqlx::query(&sql::numbered(sql::DATASET_GET))
             .bind(id)
             .fetch_optional(&self.pool)
             .await
@@ -373,7 +264,7 @@ impl Store for PostgresStore {
     }
 
     async fn get_state(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError> {
-        let row = sqlx::query("SELECT version, state FROM datasets WHERE id = $1")
+        let row = sqlx::query(&sql::numbered(sql::STATE_GET))
             .bind(id)
             .fetch_optional(&self.pool)
             .await
@@ -387,12 +278,9 @@ impl Store for PostgresStore {
         limit: i64,
         grantee: Option<&str>,
     ) -> Result<Vec<DatasetRow>, StoreError> {
-        let q = format!(
-            "SELECT {DATASET_COLUMNS} FROM datasets WHERE id > $1 AND ($2::text IS NULL OR id IN \
-             (SELECT dataset_id FROM grants WHERE principal = $2)) ORDER BY id LIMIT $3"
-        );
-        let rows = sqlx::query(&q)
+        let rows = sqlx::query(&sql::numbered(sql::DATASET_LIST))
             .bind(after.unwrap_or(""))
+            .bind(grantee)
             .bind(grantee)
             .bind(limit)
             .fetch_all(&self.pool)
@@ -402,10 +290,7 @@ impl Store for PostgresStore {
     }
 
     async fn find_entry_by_key(&self, id: &str, key: &str) -> Result<Option<EntryRow>, StoreError> {
-        let q = format!(
-            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = $1 AND idempotency_key = $2"
-        );
-        let row = sqlx::query(&q)
+        let row = sqlx::query(&sql::numbered(sql::ENTRY_BY_KEY))
             .bind(id)
             .bind(key)
             .fetch_optional(&self.pool)
@@ -415,11 +300,7 @@ impl Store for PostgresStore {
     }
 
     async fn find_charge(&self, id: &str, charge_id: &str) -> Result<Option<EntryRow>, StoreError> {
-        let q = format!(
-            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = $1 AND charge_id = $2 \
-             AND kind = 'charge'"
-        );
-        let row = sqlx::query(&q)
+        let row = sqlx::query(&sql::numbered(sql::ENTRY_BY_CHARGE))
             .bind(id)
             .bind(charge_id)
             .fetch_optional(&self.pool)
@@ -429,10 +310,7 @@ impl Store for PostgresStore {
     }
 
     async fn list_run(&self, id: &str, run_id: &str) -> Result<Vec<EntryRow>, StoreError> {
-        let q = format!(
-            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = $1 AND run_id = $2 ORDER BY seq"
-        );
-        let rows = sqlx::query(&q)
+        let rows = sqlx::query(&sql::numbered(sql::RUN_LIST))
             .bind(id)
             .bind(run_id)
             .fetch_all(&self.pool)
@@ -448,11 +326,7 @@ impl Store for PostgresStore {
         after: i64,
         limit: i64,
     ) -> Result<Vec<EntryRow>, StoreError> {
-        let q = format!(
-            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = $1 AND seq > $2 \
-             AND ($3::text IS NULL OR kind = $4) ORDER BY seq LIMIT $5"
-        );
-        let rows = sqlx::query(&q)
+        let rows = sqlx::query(&sql::numbered(sql::ENTRY_LIST))
             .bind(id)
             .bind(after)
             .bind(kind)
@@ -473,31 +347,26 @@ impl Store for PostgresStore {
         state: Option<&[u8]>,
     ) -> Result<i64, StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let res = sqlx::query(
-            "UPDATE datasets SET version = version + 1, budget_mu = $1, budget_delta = $2, \
-             charges = $3, mu_spent = $4, mu_spent_lower = $5, mu_sq_spent = $6, delta_spent = $7, \
-             units = $8, exact_mu = $9, state = COALESCE($10, state), updated_at = $11, \
-             reserved = $14 WHERE id = $12 AND version = $13",
-        )
-        .bind(update.budget_mu)
-        .bind(update.budget_delta)
-        .bind(update.charges)
-        .bind(update.mu_spent)
-        .bind(update.mu_spent)
-        .bind(update.mu_sq_spent)
-        .bind(update.delta_spent)
-        .bind(update.units)
-        .bind(update.exact_mu)
-        .bind(state)
-        .bind(&update.updated_at)
-        .bind(id)
-        .bind(expected_version)
-        .bind(update.reserved)
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
+        let res = sqlx::query(&sql::numbered(sql::APPEND_UPDATE))
+            .bind(update.budget_mu)
+            .bind(update.budget_delta)
+            .bind(update.charges)
+            .bind(update.mu_spent)
+            .bind(update.mu_spent)
+            .bind(update.mu_sq_spent)
+            .bind(update.delta_spent)
+            .bind(update.units)
+            .bind(update.exact_mu)
+            .bind(update.reserved)
+            .bind(state)
+            .bind(&update.updated_at)
+            .bind(id)
+            .bind(expected_version)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
         if res.rows_affected() == 0 {
-            let exists = sqlx::query("SELECT 1 FROM datasets WHERE id = $1")
+            let exists = sqlx::query(&sql::numbered(sql::DATASET_EXISTS))
                 .bind(id)
                 .fetch_optional(&mut *tx)
                 .await
@@ -509,16 +378,13 @@ impl Store for PostgresStore {
             });
         }
         if let Some((charge_id, status)) = &update.settle {
-            let res = sqlx::query(
-                "UPDATE entries SET status = $1 WHERE dataset_id = $2 AND charge_id = $3 \
-                 AND kind = 'charge' AND status = 'reserved'",
-            )
-            .bind(status)
-            .bind(id)
-            .bind(charge_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(unavailable)?;
+            let res = sqlx::query(&sql::numbered(sql::SETTLE))
+                .bind(status)
+                .bind(id)
+                .bind(charge_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(unavailable)?;
             if res.rows_affected() != 1 {
                 return Err(StoreError::VersionConflict);
             }
@@ -530,37 +396,31 @@ impl Store for PostgresStore {
             insert_audit(&mut tx, a).await.map_err(unavailable)?;
         }
         let seq = expected_version + 1;
-        let ins = sqlx::query(
-            "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
-             idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, \
-             response, ref_id, run_id, chunk, status, principal, quota, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, $21, $22)",
-        )
-        .bind(id)
-        .bind(seq)
-        .bind(&entry.kind)
-        .bind(&entry.charge_id)
-        .bind(&entry.event)
-        .bind(&entry.label)
-        .bind(&entry.metadata)
-        .bind(&entry.idempotency_key)
-        .bind(&entry.request_hash)
-        .bind(entry.mu_after)
-        .bind(entry.unit_mu)
-        .bind(entry.unit_delta)
-        .bind(entry.budget_mu)
-        .bind(entry.budget_delta)
-        .bind(&entry.response)
-        .bind(&entry.ref_id)
-        .bind(&entry.run_id)
-        .bind(entry.chunk)
-        .bind(&entry.status)
-        .bind(&entry.principal)
-        .bind(&entry.quota)
-        .bind(&entry.created_at)
-        .execute(&mut *tx)
-        .await;
+        let ins = sqlx::query(&sql::numbered(sql::ENTRY_INSERT))
+            .bind(id)
+            .bind(seq)
+            .bind(&entry.kind)
+            .bind(&entry.charge_id)
+            .bind(&entry.event)
+            .bind(&entry.label)
+            .bind(&entry.metadata)
+            .bind(&entry.idempotency_key)
+            .bind(&entry.request_hash)
+            .bind(entry.mu_after)
+            .bind(entry.unit_mu)
+            .bind(entry.unit_delta)
+            .bind(entry.budget_mu)
+            .bind(entry.budget_delta)
+            .bind(&entry.response)
+            .bind(&entry.ref_id)
+            .bind(&entry.run_id)
+            .bind(entry.chunk)
+            .bind(&entry.status)
+            .bind(&entry.principal)
+            .bind(&entry.quota)
+            .bind(&entry.created_at)
+            .execute(&mut *tx)
+            .await;
         match ins {
             Ok(_) => {}
             Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateKey),
@@ -577,33 +437,29 @@ impl Store for PostgresStore {
         c: &Conversion,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let res = sqlx::query(
-            "UPDATE datasets SET mu_spent = $1, mu_spent_lower = $1, mu_sq_spent = $2, \
-             delta_spent = $3, units = $4 WHERE id = $5 AND version = $6 AND mu_sq_spent IS NULL",
-        )
-        .bind(c.mu_spent)
-        .bind(c.mu_sq_spent)
-        .bind(c.delta_spent)
-        .bind(c.units)
-        .bind(id)
-        .bind(expected_version)
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
+        let res = sqlx::query(&sql::numbered(sql::CONVERT_DATASET))
+            .bind(c.mu_spent)
+            .bind(c.mu_spent)
+            .bind(c.mu_sq_spent)
+            .bind(c.delta_spent)
+            .bind(c.units)
+            .bind(id)
+            .bind(expected_version)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
         if res.rows_affected() == 0 {
             return Err(StoreError::VersionConflict);
         }
         for (seq, mu, delta) in &c.certificates {
-            sqlx::query(
-                "UPDATE entries SET unit_mu = $1, unit_delta = $2 WHERE dataset_id = $3 AND seq = $4",
-            )
-            .bind(mu)
-            .bind(delta)
-            .bind(id)
-            .bind(seq)
-            .execute(&mut *tx)
-            .await
-            .map_err(unavailable)?;
+            sqlx::query(&sql::numbered(sql::CONVERT_ENTRY))
+                .bind(mu)
+                .bind(delta)
+                .bind(id)
+                .bind(seq)
+                .execute(&mut *tx)
+                .await
+                .map_err(unavailable)?;
         }
         tx.commit().await.map_err(unavailable)
     }
@@ -629,43 +485,36 @@ impl Store for PostgresStore {
                 return Ok(false);
             }
         }
-        sqlx::query(
-            "INSERT INTO tokens (id, name, hash, role, created_at, expires_at, revoked_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(&t.id)
-        .bind(&t.name)
-        .bind(&t.hash)
-        .bind(&t.role)
-        .bind(&t.created_at)
-        .bind(&t.expires_at)
-        .bind(&t.revoked_at)
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
+        sqlx::query(&sql::numbered(sql::TOKEN_INSERT))
+            .bind(&t.id)
+            .bind(&t.name)
+            .bind(&t.hash)
+            .bind(&t.role)
+            .bind(&t.created_at)
+            .bind(&t.expires_at)
+            .bind(&t.revoked_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
         insert_audit(&mut tx, audit).await.map_err(unavailable)?;
         tx.commit().await.map_err(unavailable)?;
         Ok(true)
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = $1"
-        ))
-        .bind(hash)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(unavailable)?;
+        let row = sqlx::query(&sql::numbered(sql::TOKEN_BY_HASH))
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
         Ok(row.as_ref().map(token_from_row))
     }
 
     async fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id"
-        ))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(unavailable)?;
+        let rows = sqlx::query(&sql::numbered(sql::TOKEN_LIST))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
         Ok(rows.iter().map(token_from_row).collect())
     }
 
@@ -676,13 +525,12 @@ impl Store for PostgresStore {
         audit: &AuditDraft,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let res =
-            sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
-                .bind(at)
-                .bind(id)
-                .execute(&mut *tx)
-                .await
-                .map_err(unavailable)?;
+        let res = sqlx::query(&sql::numbered(sql::TOKEN_REVOKE))
+            .bind(at)
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
         if res.rows_affected() != 1 {
             return Ok(false);
         }

@@ -5,12 +5,13 @@
 //! write lock; `busy_timeout` makes concurrent writers wait instead of failing.
 
 use super::sql;
+use super::sqlite_writer::{self as w, exec, Writer};
 use super::{
-    audit_hash, migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow,
-    DatasetUpdate, EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, AUDIT_GENESIS,
-    MIGRATIONS,
+    migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow, DatasetUpdate,
+    EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, MIGRATIONS,
 };
 use async_trait::async_trait;
+use rusqlite::{params, Connection};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -60,218 +61,116 @@ const SCHEMA: &[&str] = &[
 /// The SQLite store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
+    /// Reads.
     pool: SqlitePool,
-    /// Appends go to the group-commit writer ([`writer`]).
-    writer: tokio::sync::mpsc::Sender<AppendJob>,
+    /// Every write goes to the group-commit writer ([`super::sqlite_writer`]).
+    writer: Writer,
 }
 
 fn unavailable(e: sqlx::Error) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
-/// One append inside an open transaction (the dataset's compare-and-swap, the settled entry,
-/// quotas, the audit record, the entry); the caller commits. Nothing is written when it fails
-/// (the caller rolls back to its savepoint).
-///
-/// (Boxed with an explicit `Send` bound: the spawned writer needs it, and the compiler cannot
-/// prove it through sqlx's executor lifetimes otherwise.)
-fn append_in<'a>(
-    tx: &'a mut sqlx::SqliteConnection,
-    id: &'a str,
+/// One append inside the writer's transaction (the dataset's compare-and-swap, the settled
+/// entry, quotas, the audit record, the entry). Nothing is written when it fails (the writer
+/// rolls back to the write's savepoint).
+fn append_in(
+    c: &Connection,
+    id: &str,
     expected_version: i64,
-    entry: &'a EntryRow,
-    update: &'a DatasetUpdate,
-    state: Option<&'a [u8]>,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<i64, StoreError>> + Send + 'a>> {
-    Box::pin(async move {
-        let res = sqlx::query(
-            "UPDATE datasets SET version = version + 1, budget_mu = ?, budget_delta = ?, \
-             charges = ?, mu_spent = ?, mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, \
-             units = ?, exact_mu = ?, reserved = ?, state = COALESCE(?, state), updated_at = ? \
-             WHERE id = ? AND version = ?",
-        )
-        .bind(update.budget_mu)
-        .bind(update.budget_delta)
-        .bind(update.charges)
-        .bind(update.mu_spent)
-        .bind(update.mu_spent)
-        .bind(update.mu_sq_spent)
-        .bind(update.delta_spent)
-        .bind(update.units)
-        .bind(update.exact_mu)
-        .bind(update.reserved)
-        .bind(state)
-        .bind(&update.updated_at)
-        .bind(id)
-        .bind(expected_version)
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
-        if res.rows_affected() == 0 {
-            let exists = sqlx::query("SELECT 1 FROM datasets WHERE id = ?")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(unavailable)?;
-            return Err(if exists.is_some() {
-                StoreError::VersionConflict
-            } else {
-                StoreError::NotFound
-            });
-        }
-        if let Some((charge_id, status)) = &update.settle {
-            let res = sqlx::query(
-                "UPDATE entries SET status = ? WHERE dataset_id = ? AND charge_id = ? \
-                 AND kind = 'charge' AND status = 'reserved'",
-            )
-            .bind(status)
-            .bind(id)
-            .bind(charge_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(unavailable)?;
-            if res.rows_affected() != 1 {
-                return Err(StoreError::VersionConflict);
-            }
-        }
-        for q in &update.quotas {
-            upsert_quota(tx, q).await.map_err(unavailable)?;
-        }
-        if let Some(a) = &update.audit {
-            insert_audit(tx, a).await.map_err(unavailable)?;
-        }
-        let seq = expected_version + 1;
-        let ins = sqlx::query(
-            "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, label, metadata, \
-             idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, \
-             response, ref_id, run_id, chunk, status, principal, quota, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(id)
-        .bind(seq)
-        .bind(&entry.kind)
-        .bind(&entry.charge_id)
-        .bind(&entry.event)
-        .bind(&entry.label)
-        .bind(&entry.metadata)
-        .bind(&entry.idempotency_key)
-        .bind(&entry.request_hash)
-        .bind(entry.mu_after)
-        .bind(entry.unit_mu)
-        .bind(entry.unit_delta)
-        .bind(entry.budget_mu)
-        .bind(entry.budget_delta)
-        .bind(&entry.response)
-        .bind(&entry.ref_id)
-        .bind(&entry.run_id)
-        .bind(entry.chunk)
-        .bind(&entry.status)
-        .bind(&entry.principal)
-        .bind(&entry.quota)
-        .bind(&entry.created_at)
-        .execute(&mut *tx)
-        .await;
-        match ins {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateKey),
-            Err(e) => return Err(unavailable(e)),
-        }
-        Ok(seq)
-    })
-}
-
-/// An append waiting for the writer.
-struct AppendJob {
-    id: String,
-    expected_version: i64,
-    entry: EntryRow,
-    update: DatasetUpdate,
-    state: Option<Vec<u8>>,
-    reply: tokio::sync::oneshot::Sender<Result<i64, StoreError>>,
-}
-
-/// Most appends committed together.
-const MAX_GROUP: usize = 128;
-
-/// Group commit: the one task that commits appends. It takes every append waiting (up to
-/// [`MAX_GROUP`]), runs each in a savepoint of one transaction (a failed one — a version conflict,
-/// a duplicate key — is rolled back alone), commits once (one fsync with `synchronous = FULL`),
-/// and only then answers each caller: nothing is acknowledged before it is durable, and when the
-/// commit fails every caller of the group gets the failure (none was acknowledged). Concurrent
-/// charges on different datasets thus share one durable commit; SQLite has one writer anyway.
-async fn writer(pool: SqlitePool, mut jobs: tokio::sync::mpsc::Receiver<AppendJob>) {
-    while let Some(first) = jobs.recv().await {
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP {
-            match jobs.try_recv() {
-                Ok(j) => group.push(j),
-                Err(_) => break,
-            }
-        }
-        metrics::histogram!("privacy_ledger_group_commit_size").record(group.len() as f64);
-        let outcomes = commit_group(&pool, &group).await;
-        for (job, outcome) in group.into_iter().zip(outcomes) {
-            let _ = job.reply.send(outcome);
+    entry: &EntryRow,
+    update: &DatasetUpdate,
+    state: Option<&[u8]>,
+) -> Result<i64, StoreError> {
+    let u = update;
+    let changed = exec(
+        c,
+        sql::APPEND_UPDATE,
+        params![
+            u.budget_mu,
+            u.budget_delta,
+            u.charges,
+            u.mu_spent,
+            u.mu_spent,
+            u.mu_sq_spent,
+            u.delta_spent,
+            u.units,
+            u.exact_mu,
+            u.reserved,
+            state,
+            u.updated_at,
+            id,
+            expected_version
+        ],
+    )?;
+    if changed == 0 {
+        let exists = c
+            .prepare_cached(sql::DATASET_EXISTS)
+            .and_then(|mut s| s.exists(params![id]))
+            .map_err(w::unavailable)?;
+        return Err(if exists {
+            StoreError::VersionConflict
+        } else {
+            StoreError::NotFound
+        });
+    }
+    if let Some((charge_id, status)) = &u.settle {
+        if exec(c, sql::SETTLE, params![status, id, charge_id])? != 1 {
+            return Err(StoreError::VersionConflict);
         }
     }
-}
-
-/// Runs a group in one transaction; each job's outcome.
-async fn commit_group(pool: &SqlitePool, group: &[AppendJob]) -> Vec<Result<i64, StoreError>> {
-    let mut conn = match pool.acquire().await {
-        Ok(c) => c,
-        Err(e) => return vec![Err(unavailable(e)); group.len()],
-    };
-    match run_group(&mut conn, group).await {
-        Ok(outcomes) => outcomes,
-        Err(e) => {
-            // Leave no transaction open on a pooled connection.
-            let _ = exec(&mut conn, "ROLLBACK").await;
-            vec![Err(e); group.len()]
-        }
+    for q in &u.quotas {
+        exec(
+            c,
+            sql::QUOTA_UPSERT,
+            params![
+                q.dataset_id,
+                q.principal,
+                q.mu,
+                q.delta,
+                q.mu_sq_spent,
+                q.delta_spent,
+                q.units,
+                q.updated_at
+            ],
+        )?;
     }
-}
-
-/// BEGIN, each job in a savepoint, COMMIT: the jobs' outcomes, or the failure of the whole.
-async fn run_group(
-    conn: &mut sqlx::SqliteConnection,
-    group: &[AppendJob],
-) -> Result<Vec<Result<i64, StoreError>>, StoreError> {
-    exec(conn, "BEGIN IMMEDIATE").await?;
-    let mut outcomes = Vec::with_capacity(group.len());
-    for j in group {
-        exec(conn, "SAVEPOINT job").await?;
-        let r = append_in(
-            conn,
-            &j.id,
-            j.expected_version,
-            &j.entry,
-            &j.update,
-            j.state.as_deref(),
-        )
-        .await;
-        if r.is_err() {
-            exec(conn, "ROLLBACK TO job").await?;
-        }
-        exec(conn, "RELEASE job").await?;
-        outcomes.push(r);
+    if let Some(a) = &u.audit {
+        w::insert_audit(c, a)?;
     }
-    exec(conn, "COMMIT").await?;
-    Ok(outcomes)
-}
-
-/// Runs one statement without results (boxed, `Send`: see [`append_in`]).
-fn exec<'a>(
-    conn: &'a mut sqlx::SqliteConnection,
-    sql: &'static str,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StoreError>> + Send + 'a>> {
-    Box::pin(async move {
-        sqlx::query(sql)
-            .execute(conn)
-            .await
-            .map(|_| ())
-            .map_err(unavailable)
-    })
+    let seq = expected_version + 1;
+    let e = entry;
+    let inserted = c.prepare_cached(sql::ENTRY_INSERT).and_then(|mut s| {
+        s.execute(params![
+            id,
+            seq,
+            e.kind,
+            e.charge_id,
+            e.event,
+            e.label,
+            e.metadata,
+            e.idempotency_key,
+            e.request_hash,
+            e.mu_after,
+            e.unit_mu,
+            e.unit_delta,
+            e.budget_mu,
+            e.budget_delta,
+            e.response,
+            e.ref_id,
+            e.run_id,
+            e.chunk,
+            e.status,
+            e.principal,
+            e.quota,
+            e.created_at
+        ])
+    });
+    match inserted {
+        Ok(_) => Ok(seq),
+        Err(e) if w::is_unique_violation(&e) => Err(StoreError::DuplicateKey),
+        Err(e) => Err(w::unavailable(e)),
+    }
 }
 
 impl SqliteStore {
@@ -285,7 +184,14 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
-        let memory = url.contains(":memory:");
+        if url.contains(":memory:") || url.contains("mode=memory") {
+            // The writer's connection and the readers' would each see a database of their own.
+            return Err(StoreError::Unavailable(
+                "an in-memory SQLite database is not supported: give a file (sqlite://FILE)".into(),
+            ));
+        }
+        let file = opts.get_filename().to_owned();
+        let memory = false;
         let pool = SqlitePoolOptions::new()
             // An in-memory database exists per connection: keep exactly one.
             .max_connections(if memory { 1 } else { 8 })
@@ -311,12 +217,8 @@ impl SqliteStore {
                 .map_err(unavailable)?;
         }
         migrate(&pool).await?;
-        let (writer_tx, jobs) = tokio::sync::mpsc::channel(4 * MAX_GROUP);
-        tokio::spawn(writer(pool.clone(), jobs));
-        Ok(SqliteStore {
-            pool,
-            writer: writer_tx,
-        })
+        let writer = Writer::start(&file)?;
+        Ok(SqliteStore { pool, writer })
     }
 }
 
@@ -368,169 +270,7 @@ async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
     Ok(())
 }
 
-pub(crate) fn dataset_from_row(r: &SqliteRow) -> DatasetRow {
-    DatasetRow {
-        id: r.get("id"),
-        description: r.get("description"),
-        neighboring_relation: r.get("neighboring_relation"),
-        budget_mu: r.get("budget_mu"),
-        budget_delta: r.get("budget_delta"),
-        grid_step: r.get("grid_step"),
-        version: r.get("version"),
-        charges: r.get("charges"),
-        mu_spent: r.get("mu_spent"),
-        mu_sq_spent: r.get("mu_sq_spent"),
-        delta_spent: r.get("delta_spent"),
-        units: r.get("units"),
-        exact_mu: r.get("exact_mu"),
-        reserved: r.get("reserved"),
-        create_hash: r.get("create_hash"),
-        created_at: r.get("created_at"),
-        updated_at: r.get("updated_at"),
-    }
-}
-
-fn entry_from_row(r: &SqliteRow) -> EntryRow {
-    EntryRow {
-        seq: r.get("seq"),
-        kind: r.get("kind"),
-        charge_id: r.get("charge_id"),
-        event: r.get("event"),
-        label: r.get("label"),
-        metadata: r.get("metadata"),
-        idempotency_key: r.get("idempotency_key"),
-        request_hash: r.get("request_hash"),
-        mu_after: r.get("mu_after"),
-        unit_mu: r.get("unit_mu"),
-        unit_delta: r.get("unit_delta"),
-        budget_mu: r.get("budget_mu"),
-        budget_delta: r.get("budget_delta"),
-        response: r.get("response"),
-        ref_id: r.get("ref_id"),
-        run_id: r.get("run_id"),
-        chunk: r.get("chunk"),
-        status: r.get("status"),
-        principal: r.get("principal"),
-        quota: r.get("quota"),
-        created_at: r.get("created_at"),
-    }
-}
-
-fn quota_from_row(r: &SqliteRow) -> QuotaRow {
-    QuotaRow {
-        dataset_id: r.get("dataset_id"),
-        principal: r.get("principal"),
-        mu: r.get("mu"),
-        delta: r.get("delta"),
-        mu_sq_spent: r.get("mu_sq_spent"),
-        delta_spent: r.get("delta_spent"),
-        units: r.get("units"),
-        updated_at: r.get("updated_at"),
-    }
-}
-
-fn audit_from_row(r: &SqliteRow) -> AuditRecord {
-    AuditRecord {
-        id: r.get("id"),
-        seq: r.get("seq"),
-        draft: AuditDraft {
-            chain: r.get("chain"),
-            at: r.get("at"),
-            principal: r.get("principal"),
-            credential: r.get("credential"),
-            action: r.get("action"),
-            dataset_id: r.get("dataset_id"),
-            target: r.get("target"),
-            request_id: r.get("request_id"),
-            client: r.get("client"),
-            before: r.get("before_value"),
-            after: r.get("after_value"),
-        },
-        prev_hash: r.get("prev_hash"),
-        hash: r.get("hash"),
-    }
-}
-
-/// Appends `d` to its chain inside the caller's transaction (see [`super::audit_hash`]).
-async fn insert_audit(
-    conn: &mut sqlx::SqliteConnection,
-    d: &AuditDraft,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(sql::AUDIT_HEAD_INIT)
-        .bind(&d.chain)
-        .bind(AUDIT_GENESIS)
-        .execute(&mut *conn)
-        .await?;
-    let head = sqlx::query(sql::AUDIT_HEAD_NEXT)
-        .bind(&d.chain)
-        .fetch_one(&mut *conn)
-        .await?;
-    let (seq, prev): (i64, String) = (head.get("seq"), head.get("hash"));
-    let hash = audit_hash(&prev, seq, d);
-    sqlx::query(sql::AUDIT_INSERT)
-        .bind(&d.chain)
-        .bind(seq)
-        .bind(&d.at)
-        .bind(&d.principal)
-        .bind(&d.credential)
-        .bind(&d.action)
-        .bind(&d.dataset_id)
-        .bind(&d.target)
-        .bind(&d.request_id)
-        .bind(&d.client)
-        .bind(&d.before)
-        .bind(&d.after)
-        .bind(&prev)
-        .bind(&hash)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query(sql::AUDIT_HEAD_SET)
-        .bind(&hash)
-        .bind(&d.chain)
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
-}
-
-async fn upsert_quota(conn: &mut sqlx::SqliteConnection, q: &QuotaRow) -> Result<(), sqlx::Error> {
-    sqlx::query(sql::QUOTA_UPSERT)
-        .bind(&q.dataset_id)
-        .bind(&q.principal)
-        .bind(q.mu)
-        .bind(q.delta)
-        .bind(q.mu_sq_spent)
-        .bind(q.delta_spent)
-        .bind(q.units)
-        .bind(&q.updated_at)
-        .execute(&mut *conn)
-        .await
-        .map(|_| ())
-}
-
-const DATASET_COLUMNS: &str = "id, description, neighboring_relation, budget_mu, budget_delta, \
-    grid_step, version, charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, \
-    create_hash, created_at, updated_at";
-const ENTRY_COLUMNS: &str = "seq, kind, charge_id, event, label, metadata, idempotency_key, \
-    request_hash, mu_after, unit_mu, unit_delta, budget_mu, budget_delta, response, ref_id, run_id, \
-    chunk, status, principal, quota, created_at";
-
-const TOKEN_COLUMNS: &str = "id, name, hash, role, created_at, expires_at, revoked_at";
-
-fn token_from_row(r: &SqliteRow) -> TokenRow {
-    TokenRow {
-        id: r.get("id"),
-        name: r.get("name"),
-        hash: r.get("hash"),
-        role: r.get("role"),
-        created_at: r.get("created_at"),
-        expires_at: r.get("expires_at"),
-        revoked_at: r.get("revoked_at"),
-    }
-}
-
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
-}
+super::row_decoders!(SqliteRow);
 
 #[async_trait]
 impl Store for SqliteStore {
@@ -540,48 +280,47 @@ impl Store for SqliteStore {
         state: &[u8],
         audit: Option<&AuditDraft>,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let res = sqlx::query(
-            "INSERT INTO datasets (id, description, neighboring_relation, budget_mu, budget_delta, \
-             grid_step, version, charges, mu_spent, mu_spent_lower, mu_sq_spent, delta_spent, units, \
-             exact_mu, reserved, create_hash, state, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&row.id)
-        .bind(&row.description)
-        .bind(&row.neighboring_relation)
-        .bind(row.budget_mu)
-        .bind(row.budget_delta)
-        .bind(row.grid_step)
-        .bind(row.version)
-        .bind(row.charges)
-        .bind(row.mu_spent)
-        .bind(row.mu_spent)
-        .bind(row.mu_sq_spent)
-        .bind(row.delta_spent)
-        .bind(row.units)
-        .bind(row.exact_mu)
-        .bind(row.reserved)
-        .bind(&row.create_hash)
-        .bind(state)
-        .bind(&row.created_at)
-        .bind(&row.updated_at)
-        .execute(&mut *tx)
-        .await;
-        match res {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
-            Err(e) => return Err(unavailable(e)),
-        }
-        if let Some(a) = audit {
-            insert_audit(&mut tx, a).await.map_err(unavailable)?;
-        }
-        tx.commit().await.map_err(unavailable)
+        let (r, state, audit) = (row.clone(), state.to_vec(), audit.cloned());
+        self.writer
+            .write(move |c| {
+                let inserted = c.prepare_cached(sql::DATASET_INSERT).and_then(|mut s| {
+                    s.execute(params![
+                        r.id,
+                        r.description,
+                        r.neighboring_relation,
+                        r.budget_mu,
+                        r.budget_delta,
+                        r.grid_step,
+                        r.version,
+                        r.charges,
+                        r.mu_spent,
+                        r.mu_spent,
+                        r.mu_sq_spent,
+                        r.delta_spent,
+                        r.units,
+                        r.exact_mu,
+                        r.reserved,
+                        r.create_hash,
+                        state,
+                        r.created_at,
+                        r.updated_at
+                    ])
+                });
+                match inserted {
+                    Ok(_) => {}
+                    Err(e) if w::is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
+                    Err(e) => return Err(w::unavailable(e)),
+                }
+                match &audit {
+                    Some(a) => w::insert_audit(c, a),
+                    None => Ok(()),
+                }
+            })
+            .await
     }
 
     async fn get_dataset(&self, id: &str) -> Result<Option<DatasetRow>, StoreError> {
-        let q = format!("SELECT {DATASET_COLUMNS} FROM datasets WHERE id = ?");
-        let row = sqlx::query(&q)
+        let row = sqlx::query(sql::DATASET_GET)
             .bind(id)
             .fetch_optional(&self.pool)
             .await
@@ -590,7 +329,7 @@ impl Store for SqliteStore {
     }
 
     async fn get_state(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError> {
-        let row = sqlx::query("SELECT version, state FROM datasets WHERE id = ?")
+        let row = sqlx::query(sql::STATE_GET)
             .bind(id)
             .fetch_optional(&self.pool)
             .await
@@ -604,11 +343,7 @@ impl Store for SqliteStore {
         limit: i64,
         grantee: Option<&str>,
     ) -> Result<Vec<DatasetRow>, StoreError> {
-        let q = format!(
-            "SELECT {DATASET_COLUMNS} FROM datasets WHERE id > ? AND (? IS NULL OR id IN \
-             (SELECT dataset_id FROM grants WHERE principal = ?)) ORDER BY id LIMIT ?"
-        );
-        let rows = sqlx::query(&q)
+        let rows = sqlx::query(sql::DATASET_LIST)
             .bind(after.unwrap_or(""))
             .bind(grantee)
             .bind(grantee)
@@ -620,10 +355,7 @@ impl Store for SqliteStore {
     }
 
     async fn find_entry_by_key(&self, id: &str, key: &str) -> Result<Option<EntryRow>, StoreError> {
-        let q = format!(
-            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = ? AND idempotency_key = ?"
-        );
-        let row = sqlx::query(&q)
+        let row = sqlx::query(sql::ENTRY_BY_KEY)
             .bind(id)
             .bind(key)
             .fetch_optional(&self.pool)
@@ -633,11 +365,7 @@ impl Store for SqliteStore {
     }
 
     async fn find_charge(&self, id: &str, charge_id: &str) -> Result<Option<EntryRow>, StoreError> {
-        let q = format!(
-            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = ? AND charge_id = ? \
-             AND kind = 'charge'"
-        );
-        let row = sqlx::query(&q)
+        let row = sqlx::query(sql::ENTRY_BY_CHARGE)
             .bind(id)
             .bind(charge_id)
             .fetch_optional(&self.pool)
@@ -647,10 +375,7 @@ impl Store for SqliteStore {
     }
 
     async fn list_run(&self, id: &str, run_id: &str) -> Result<Vec<EntryRow>, StoreError> {
-        let q = format!(
-            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = ? AND run_id = ? ORDER BY seq"
-        );
-        let rows = sqlx::query(&q)
+        let rows = sqlx::query(sql::RUN_LIST)
             .bind(id)
             .bind(run_id)
             .fetch_all(&self.pool)
@@ -666,11 +391,7 @@ impl Store for SqliteStore {
         after: i64,
         limit: i64,
     ) -> Result<Vec<EntryRow>, StoreError> {
-        let q = format!(
-            "SELECT {ENTRY_COLUMNS} FROM entries WHERE dataset_id = ? AND seq > ? \
-             AND (? IS NULL OR kind = ?) ORDER BY seq LIMIT ?"
-        );
-        let rows = sqlx::query(&q)
+        let rows = sqlx::query(sql::ENTRY_LIST)
             .bind(id)
             .bind(after)
             .bind(kind)
@@ -690,61 +411,44 @@ impl Store for SqliteStore {
         update: &DatasetUpdate,
         state: Option<&[u8]>,
     ) -> Result<i64, StoreError> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let job = AppendJob {
-            id: id.to_owned(),
-            expected_version,
-            entry: entry.clone(),
-            update: update.clone(),
-            state: state.map(<[u8]>::to_vec),
-            reply,
-        };
+        let (id, entry, update) = (id.to_owned(), entry.clone(), update.clone());
+        let state = state.map(<[u8]>::to_vec);
         self.writer
-            .send(job)
+            .write(move |c| append_in(c, &id, expected_version, &entry, &update, state.as_deref()))
             .await
-            .map_err(|_| StoreError::Unavailable("the SQLite writer has stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| StoreError::Unavailable("the SQLite writer has stopped".into()))?
     }
 
     async fn convert(
         &self,
         id: &str,
         expected_version: i64,
-        c: &Conversion,
+        conversion: &Conversion,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let res = sqlx::query(
-            "UPDATE datasets SET mu_spent = ?, mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, \
-             units = ? WHERE id = ? AND version = ? AND mu_sq_spent IS NULL",
-        )
-        .bind(c.mu_spent)
-        .bind(c.mu_spent)
-        .bind(c.mu_sq_spent)
-        .bind(c.delta_spent)
-        .bind(c.units)
-        .bind(id)
-        .bind(expected_version)
-        .execute(&mut *tx)
-        .await
-        .map_err(unavailable)?;
-        if res.rows_affected() == 0 {
-            return Err(StoreError::VersionConflict);
-        }
-        for (seq, mu, delta) in &c.certificates {
-            sqlx::query(
-                "UPDATE entries SET unit_mu = ?, unit_delta = ? WHERE dataset_id = ? AND seq = ?",
-            )
-            .bind(mu)
-            .bind(delta)
-            .bind(id)
-            .bind(seq)
-            .execute(&mut *tx)
+        let (id, v) = (id.to_owned(), conversion.clone());
+        self.writer
+            .write(move |c| {
+                let changed = exec(
+                    c,
+                    sql::CONVERT_DATASET,
+                    params![
+                        v.mu_spent,
+                        v.mu_spent,
+                        v.mu_sq_spent,
+                        v.delta_spent,
+                        v.units,
+                        id,
+                        expected_version
+                    ],
+                )?;
+                if changed == 0 {
+                    return Err(StoreError::VersionConflict);
+                }
+                for (seq, mu, delta) in &v.certificates {
+                    exec(c, sql::CONVERT_ENTRY, params![mu, delta, id, seq])?;
+                }
+                Ok(())
+            })
             .await
-            .map_err(unavailable)?;
-        }
-        tx.commit().await.map_err(unavailable)
     }
 
     async fn create_token(
@@ -753,51 +457,46 @@ impl Store for SqliteStore {
         only_if_none: bool,
         audit: &AuditDraft,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let q = if only_if_none {
-            "INSERT INTO tokens (id, name, hash, role, created_at, expires_at, revoked_at) \
-             SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM tokens)"
-        } else {
-            "INSERT INTO tokens (id, name, hash, role, created_at, expires_at, revoked_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)"
-        };
-        let res = sqlx::query(q)
-            .bind(&t.id)
-            .bind(&t.name)
-            .bind(&t.hash)
-            .bind(&t.role)
-            .bind(&t.created_at)
-            .bind(&t.expires_at)
-            .bind(&t.revoked_at)
-            .execute(&mut *tx)
+        let (t, audit) = (t.clone(), audit.clone());
+        self.writer
+            .write(move |c| {
+                let q = if only_if_none {
+                    sql::TOKEN_INSERT_FIRST
+                } else {
+                    sql::TOKEN_INSERT
+                };
+                let p = params![
+                    t.id,
+                    t.name,
+                    t.hash,
+                    t.role,
+                    t.created_at,
+                    t.expires_at,
+                    t.revoked_at
+                ];
+                if exec(c, q, p)? != 1 {
+                    return Ok(false);
+                }
+                w::insert_audit(c, &audit)?;
+                Ok(true)
+            })
             .await
-            .map_err(unavailable)?;
-        if res.rows_affected() != 1 {
-            return Ok(false);
-        }
-        insert_audit(&mut tx, audit).await.map_err(unavailable)?;
-        tx.commit().await.map_err(unavailable)?;
-        Ok(true)
     }
 
     async fn token_by_hash(&self, hash: &str) -> Result<Option<TokenRow>, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE hash = ?"
-        ))
-        .bind(hash)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(unavailable)?;
+        let row = sqlx::query(sql::TOKEN_BY_HASH)
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
         Ok(row.as_ref().map(token_from_row))
     }
 
     async fn list_tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id"
-        ))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(unavailable)?;
+        let rows = sqlx::query(sql::TOKEN_LIST)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
         Ok(rows.iter().map(token_from_row).collect())
     }
 
@@ -807,20 +506,16 @@ impl Store for SqliteStore {
         at: &str,
         audit: &AuditDraft,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let res =
-            sqlx::query("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
-                .bind(at)
-                .bind(id)
-                .execute(&mut *tx)
-                .await
-                .map_err(unavailable)?;
-        if res.rows_affected() != 1 {
-            return Ok(false);
-        }
-        insert_audit(&mut tx, audit).await.map_err(unavailable)?;
-        tx.commit().await.map_err(unavailable)?;
-        Ok(true)
+        let (id, at, audit) = (id.to_owned(), at.to_owned(), audit.clone());
+        self.writer
+            .write(move |c| {
+                if exec(c, sql::TOKEN_REVOKE, params![at, id])? != 1 {
+                    return Ok(false);
+                }
+                w::insert_audit(c, &audit)?;
+                Ok(true)
+            })
+            .await
     }
 
     async fn grant(&self, dataset_id: &str, principal: &str) -> Result<Option<String>, StoreError> {
@@ -857,32 +552,25 @@ impl Store for SqliteStore {
         at: &str,
         audit: &AuditDraft,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let res = match role {
-            Some(role) => {
-                sqlx::query(sql::GRANT_UPSERT)
-                    .bind(dataset_id)
-                    .bind(principal)
-                    .bind(role)
-                    .bind(at)
-                    .execute(&mut *tx)
-                    .await
-            }
-            None => {
-                sqlx::query(sql::GRANT_DELETE)
-                    .bind(dataset_id)
-                    .bind(principal)
-                    .execute(&mut *tx)
-                    .await
-            }
-        }
-        .map_err(unavailable)?;
-        if res.rows_affected() == 0 {
-            return Ok(false);
-        }
-        insert_audit(&mut tx, audit).await.map_err(unavailable)?;
-        tx.commit().await.map_err(unavailable)?;
-        Ok(true)
+        let (d, p, role) = (
+            dataset_id.to_owned(),
+            principal.to_owned(),
+            role.map(str::to_owned),
+        );
+        let (at, audit) = (at.to_owned(), audit.clone());
+        self.writer
+            .write(move |c| {
+                let changed = match &role {
+                    Some(role) => exec(c, sql::GRANT_UPSERT, params![d, p, role, at])?,
+                    None => exec(c, sql::GRANT_DELETE, params![d, p])?,
+                };
+                if changed == 0 {
+                    return Ok(false);
+                }
+                w::insert_audit(c, &audit)?;
+                Ok(true)
+            })
+            .await
     }
 
     async fn list_quotas(&self, dataset_id: &str) -> Result<Vec<QuotaRow>, StoreError> {
@@ -895,9 +583,8 @@ impl Store for SqliteStore {
     }
 
     async fn audit(&self, draft: &AuditDraft) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        insert_audit(&mut tx, draft).await.map_err(unavailable)?;
-        tx.commit().await.map_err(unavailable)
+        let draft = draft.clone();
+        self.writer.write(move |c| w::insert_audit(c, &draft)).await
     }
 
     async fn list_audit(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {

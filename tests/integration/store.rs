@@ -172,6 +172,63 @@ async fn contract(store: Arc<dyn Store>) {
         Err(StoreError::NotFound)
     );
 
+    // What an append writes is what `DatasetUpdate::applied` says it writes (the ledger keeps
+    // that instead of reading the row back): every field, and quotas inserted or replaced.
+    let qid = format!("{p}-q");
+    store
+        .create_dataset(&dataset(&qid), b"s0", None)
+        .await
+        .unwrap();
+    let quota = |principal: &str, mu: f64| privacy_ledger::store::QuotaRow {
+        dataset_id: qid.clone(),
+        principal: principal.into(),
+        mu,
+        delta: 1e-12,
+        mu_sq_spent: mu * mu / 4.0,
+        delta_spent: 0.0,
+        units: 3,
+        updated_at: "2026-01-01T00:00:03.000Z".into(),
+    };
+    let sorted = |mut q: Vec<privacy_ledger::store::QuotaRow>| {
+        q.sort_by(|a, b| a.principal.cmp(&b.principal));
+        q
+    };
+    let mut before = (store.get_dataset(&qid).await.unwrap().unwrap(), Vec::new());
+    for (n, (quotas, exact, reserved)) in [
+        (vec![quota("zed", 0.5), quota("*", 0.0)], Some(0.25), 1),
+        (vec![quota("zed", 0.25), quota("Amy", 0.125)], None, 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let up = DatasetUpdate {
+            budget_mu: 3.0 + n as f64,
+            budget_delta: 1e-9,
+            charges: 7,
+            mu_spent: 0.3,
+            mu_sq_spent: 0.09,
+            delta_spent: 1e-11,
+            units: 4,
+            exact_mu: exact,
+            reserved,
+            quotas,
+            updated_at: format!("2026-01-02T00:00:0{n}.000Z"),
+            ..update(0, 0.0)
+        };
+        let mut e = entry(None);
+        e.kind = "quota".into();
+        let version = before.0.version;
+        store.append(&qid, version, &e, &up, None).await.unwrap();
+        let expected = up.applied(&before.0, &before.1);
+        let now = (
+            store.get_dataset(&qid).await.unwrap().unwrap(),
+            store.list_quotas(&qid).await.unwrap(),
+        );
+        assert_eq!(now.0, expected.0);
+        assert_eq!(sorted(now.1.clone()), sorted(expected.1));
+        before = now;
+    }
+
     let found = store.find_entry_by_key(&id, "k1").await.unwrap().unwrap();
     assert_eq!((found.seq, found.mu_after), (1, Some(0.1)));
     assert!(store.find_entry_by_key(&id, "k2").await.unwrap().is_none());

@@ -1,0 +1,205 @@
+//! The SQLite store's one writer: a thread that owns the write connection and commits every
+//! write waiting for it together (group commit).
+//!
+//! SQLite has one writer at a time anyway; what a group shares is the commit — one fsync
+//! (`synchronous = FULL`) for every write in it. Each write runs in its own savepoint, so one that
+//! fails (a version conflict, a duplicate key) is rolled back alone; callers are answered only
+//! after COMMIT returned, so nothing is acknowledged before it is durable, and when the commit
+//! fails every write of the group gets the failure (none was acknowledged).
+//!
+//! The writer talks to SQLite synchronously (rusqlite, cached prepared statements): a write is a
+//! handful of statements of a few microseconds each, and running them on the thread that owns
+//! the connection, instead of handing every statement to a connection worker and back, is what
+//! makes a group as short as its fsync. Reads stay on the store's pool.
+
+use super::{sql, AuditDraft, StoreError, AUDIT_GENESIS};
+use rusqlite::{params, Connection, OpenFlags};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::time::Duration;
+
+/// Most writes committed together.
+pub const MAX_GROUP: usize = 128;
+
+/// A write: statements run inside the group's transaction (`run`, in a savepoint; `false` rolls
+/// the savepoint back), then the caller is answered with the commit's outcome (`finish`).
+trait Job: Send {
+    fn run(&mut self, conn: &Connection) -> bool;
+    fn finish(self: Box<Self>, group_failure: Option<StoreError>);
+}
+
+/// A write with a typed result for its caller.
+struct Typed<T, F> {
+    write: Option<F>,
+    outcome: Option<Result<T, StoreError>>,
+    reply: tokio::sync::oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<T, F> Job for Typed<T, F>
+where
+    T: Send,
+    F: FnOnce(&Connection) -> Result<T, StoreError> + Send,
+{
+    fn run(&mut self, conn: &Connection) -> bool {
+        let write = self.write.take().expect("a write runs once");
+        let r = catch_unwind(AssertUnwindSafe(|| write(conn)))
+            .unwrap_or_else(|_| Err(StoreError::Unavailable("a write panicked".into())));
+        let ok = r.is_ok();
+        self.outcome = Some(r);
+        ok
+    }
+
+    fn finish(self: Box<Self>, group_failure: Option<StoreError>) {
+        let answer = match (self.outcome, group_failure) {
+            // A write that failed was rolled back whatever the group did.
+            (Some(Err(e)), _) => Err(e),
+            (_, Some(e)) => Err(e),
+            (Some(Ok(v)), None) => Ok(v),
+            (None, None) => Err(StoreError::Unavailable("the write did not run".into())),
+        };
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// The handle of the writer thread (it stops when the last handle is dropped).
+#[derive(Debug, Clone)]
+pub struct Writer {
+    jobs: tokio::sync::mpsc::Sender<Box<dyn Job>>,
+}
+
+impl std::fmt::Debug for dyn Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Job")
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Unavailable("the SQLite writer has stopped".into())
+}
+
+pub fn unavailable(e: rusqlite::Error) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+/// A UNIQUE or PRIMARY KEY constraint refused the row.
+pub fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+            || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY)
+}
+
+impl Writer {
+    /// Opens the write connection to the database file at `path` (WAL, `synchronous = FULL`,
+    /// foreign keys on; the schema must be in place) and starts the writer thread.
+    pub fn start(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(unavailable)?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(unavailable)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+        )
+        .map_err(unavailable)?;
+        conn.set_prepared_statement_cache_capacity(64);
+        let (jobs, rx) = tokio::sync::mpsc::channel(4 * MAX_GROUP);
+        std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || run(conn, rx))
+            .map_err(|e| StoreError::Unavailable(format!("cannot start the SQLite writer: {e}")))?;
+        Ok(Writer { jobs })
+    }
+
+    /// Runs `write` in the next group; its result once the group is durable.
+    pub async fn write<T, F>(&self, write: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job: Box<dyn Job> = Box::new(Typed {
+            write: Some(write),
+            outcome: None,
+            reply,
+        });
+        self.jobs.send(job).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+/// The writer thread: takes every write waiting (up to [`MAX_GROUP`]), runs them in one
+/// transaction, commits, answers.
+fn run(conn: Connection, mut jobs: tokio::sync::mpsc::Receiver<Box<dyn Job>>) {
+    while let Some(first) = jobs.blocking_recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match jobs.try_recv() {
+                Ok(j) => group.push(j),
+                Err(_) => break,
+            }
+        }
+        metrics::histogram!("privacy_ledger_group_commit_size").record(group.len() as f64);
+        let failure = run_group(&conn, &mut group).err();
+        if failure.is_some() {
+            // Leave no transaction open for the next group.
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        for job in group {
+            job.finish(failure.clone());
+        }
+    }
+}
+
+/// BEGIN, each write in a savepoint, COMMIT; the failure of the whole, if any.
+fn run_group(conn: &Connection, group: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(unavailable)?;
+    for job in group.iter_mut() {
+        conn.execute_batch("SAVEPOINT job").map_err(unavailable)?;
+        if !job.run(conn) {
+            conn.execute_batch("ROLLBACK TO job").map_err(unavailable)?;
+        }
+        conn.execute_batch("RELEASE job").map_err(unavailable)?;
+    }
+    conn.execute_batch("COMMIT").map_err(unavailable)
+}
+
+/// Runs a cached statement; the number of rows it changed.
+pub fn exec(conn: &Connection, q: &str, p: impl rusqlite::Params) -> Result<usize, StoreError> {
+    conn.prepare_cached(q)
+        .and_then(|mut s| s.execute(p))
+        .map_err(unavailable)
+}
+
+/// Appends `d` to its chain inside the caller's transaction (see [`super::audit_hash`]).
+pub fn insert_audit(conn: &Connection, d: &AuditDraft) -> Result<(), StoreError> {
+    exec(conn, sql::AUDIT_HEAD_INIT, params![d.chain, AUDIT_GENESIS])?;
+    let (seq, prev): (i64, String) = conn
+        .prepare_cached(sql::AUDIT_HEAD_NEXT)
+        .and_then(|mut s| s.query_row(params![d.chain], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(unavailable)?;
+    let hash = super::audit_hash(&prev, seq, d);
+    exec(
+        conn,
+        sql::AUDIT_INSERT,
+        params![
+            d.chain,
+            seq,
+            d.at,
+            d.principal,
+            d.credential,
+            d.action,
+            d.dataset_id,
+            d.target,
+            d.request_id,
+            d.client,
+            d.before,
+            d.after,
+            prev,
+            hash
+        ],
+    )?;
+    exec(conn, sql::AUDIT_HEAD_SET, params![hash, d.chain])?;
+    Ok(())
+}
