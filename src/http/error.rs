@@ -24,6 +24,43 @@ pub struct ErrorBody {
     pub request_id: Option<String>,
 }
 
+/// The 409 body of a run's chunk: `budget_exceeded` with the figures ([`BudgetExceededBody`]),
+/// or `run_complete` / `chunk_mismatch` ([`ErrorBody`]). (`anyOf`: a budget body is also an
+/// error body.)
+pub struct ChunkConflict;
+
+impl utoipa::PartialSchema for ChunkConflict {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AnyOfBuilder, Ref};
+        AnyOfBuilder::new()
+            .item(Ref::from_schema_name("BudgetExceededBody"))
+            .item(Ref::from_schema_name("ErrorBody"))
+            .description(Some(
+                "`budget_exceeded` (BudgetExceededBody, with the figures), or `run_complete` / \
+                 `chunk_mismatch` (ErrorBody)",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for ChunkConflict {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        use utoipa::PartialSchema;
+        schemas.push((
+            BudgetExceededBody::name().into(),
+            BudgetExceededBody::schema(),
+        ));
+        BudgetExceededBody::schemas(schemas);
+        schemas.push((ErrorBody::name().into(), ErrorBody::schema()));
+        ErrorBody::schemas(schemas);
+    }
+}
+
 /// The 409 body when a charge does not fit the budget (the error fields plus the figures).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct BudgetExceededBody {

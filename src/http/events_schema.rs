@@ -25,8 +25,10 @@ fn number(desc: &str, exclusive_min: bool, max: Option<f64>) -> Value {
     Value::Object(m)
 }
 
+/// A whole number in [min, 2^53] (counts beyond 2^53 are refused: not every one is a double).
 fn integer(desc: &str, min: u64) -> Value {
-    json!({"type": "integer", "format": "int64", "minimum": min, "description": desc})
+    json!({"type": "integer", "format": "int64", "minimum": min,
+           "maximum": crate::accountant::json::MAX_EXACT_INTEGER, "description": desc})
 }
 
 fn event_ref() -> Value {
@@ -81,9 +83,14 @@ fn schemas() -> Vec<(String, Value)> {
         props.insert("type".into(), json!({"type": "string", "enum": [tag]}));
         let mut required = vec![json!("type")];
         for (f, schema) in fields {
-            if f != "total_variation" {
-                required.push(json!(f));
+            if f == "total_variation" {
+                // Optional: absent or null.
+                let mut s = schema;
+                s["type"] = json!(["number", "null"]);
+                props.insert(f.into(), s);
+                continue;
             }
+            required.push(json!(f));
             props.insert(f.into(), schema);
         }
         out.push((
@@ -114,7 +121,10 @@ fn schemas() -> Vec<(String, Value)> {
             "type": "object",
             "description": "A Google dp_accounting DpEvent serialised with to_named_tuple() \
                             (`class_name`, `module_name` and the event's fields).",
-            "properties": {"class_name": {"type": "string"}, "module_name": {"type": "string"}},
+            "properties": {
+                "class_name": {"type": "string", "enum": crate::accountant::dp_event::DP_ACCOUNTING_CLASSES},
+                "module_name": {"type": "string", "enum": crate::accountant::dp_event::DP_ACCOUNTING_MODULES},
+            },
             "required": ["class_name"],
             "additionalProperties": true,
         }),

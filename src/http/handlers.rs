@@ -1,6 +1,6 @@
 //! Handlers: extract, parse into domain types, call the ledger, convert to wire types.
 
-use super::error::{ApiError, BudgetExceededBody, ErrorBody};
+use super::error::{ApiError, BudgetExceededBody, ChunkConflict, ErrorBody};
 use super::wire::*;
 use super::{ApiJson, AppState, Caller};
 use crate::ledger::auth::Action;
@@ -121,7 +121,7 @@ pub async fn get_dataset(
 /// the first outcome.
 #[utoipa::path(patch, path = "/v1/datasets/{id}", tag = "datasets",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = UpdateDatasetRequest,
     responses((status = 200, description = "The updated dataset", body = DatasetView),
               (status = 404, description = "No such dataset", body = ErrorBody),
@@ -148,16 +148,21 @@ fn created_or_ok(created: bool) -> StatusCode {
 
 /// A body that may be empty (`{}` then).
 fn optional_body(body: &axum::body::Bytes) -> ApiResult<Value> {
+    use crate::accountant::json::{parse_strict, ParseError};
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Default::default()));
     }
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(
+    // Strict as every other body (a key given twice, NUL: 422); `null` means no options.
+    match parse_strict(body) {
+        Ok(Value::Null) => Ok(Value::Object(Default::default())),
+        Ok(v) => Ok(v),
+        Err(ParseError::Syntax(m)) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "malformed_json",
-            format!("the body is not valid JSON: {e}"),
-        )
-    })
+            format!("the body is not valid JSON: {m}"),
+        )),
+        Err(ParseError::Invalid(e)) => Err(e.into()),
+    }
 }
 
 /// Declare a run (e.g. DP-SGD): its step, its number of steps and its chunk size. Nothing is
@@ -165,7 +170,7 @@ fn optional_body(body: &axum::body::Bytes) -> ApiResult<Value> {
 /// stops early is not charged for the chunks it did not run.
 #[utoipa::path(post, path = "/v1/datasets/{id}/runs", tag = "charges",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = RunRequestWire,
     responses((status = 201, description = "Declared", body = crate::ledger::RunView),
               (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = crate::ledger::RunView),
@@ -187,7 +192,7 @@ pub async fn declare_run(
 /// A run with its progress: chunks committed, reserved and released, and the next chunk.
 #[utoipa::path(get, path = "/v1/datasets/{id}/runs/{run_id}", tag = "charges",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("run_id" = String, Path, description = "Run id", min_length = 1, max_length = 256)),
+           ("run_id" = String, Path, description = "Run id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")),
     responses((status = 200, description = "The run", body = crate::ledger::RunView),
               (status = 404, description = "No such dataset or run", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -203,12 +208,12 @@ pub async fn get_run(
 /// when it does not fit, 409 `run_complete` when every chunk is admitted.
 #[utoipa::path(post, path = "/v1/datasets/{id}/runs/{run_id}/chunks", tag = "charges",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("run_id" = String, Path, description = "Run id", min_length = 1, max_length = 256),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
-    request_body(content = Option<ChunkRequestWire>, description = "Optional: `{\"reserve\": true}` to reserve the chunk"),
+           ("run_id" = String, Path, description = "Run id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+    request_body(content = Option<ChunkRequestWire>, description = "Optional (no body, or null, is `{}`): `{\"reserve\": true}` to reserve the chunk"),
     responses((status = 201, description = "Admitted and recorded", body = ChargeCreated),
               (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = ChargeCreated),
-              (status = 409, description = "The chunk does not fit the budget (`budget_exceeded`), or the run is complete (`run_complete`)", body = BudgetExceededBody),
+              (status = 409, description = "The chunk does not fit the budget (`budget_exceeded`, with the figures), the run is complete (`run_complete`) or the request names another chunk (`chunk_mismatch`)", body = ChunkConflict),
               (status = 404, description = "No such dataset or run", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -228,8 +233,8 @@ pub async fn run_chunk(
 /// Commit a reserved unit: it stays counted and joins the exact composition.
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges/{charge_id}/commit", tag = "charges",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("charge_id" = String, Path, description = "Charge id", min_length = 1, max_length = 256),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+           ("charge_id" = String, Path, description = "Charge id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     responses((status = 200, description = "Committed", body = Settled),
               (status = 409, description = "The charge is not reserved (`not_reserved`)", body = ErrorBody),
               (status = 404, description = "No such dataset or charge", body = ErrorBody),
@@ -254,8 +259,8 @@ pub async fn commit_charge(
 /// `outputs_released`: commit the unit instead).
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges/{charge_id}/release", tag = "charges",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("charge_id" = String, Path, description = "Charge id", min_length = 1, max_length = 256),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+           ("charge_id" = String, Path, description = "Charge id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = ReleaseRequestWire,
     responses((status = 200, description = "Released and refunded", body = Settled),
               (status = 409, description = "Not reserved (`not_reserved`), or outputs were released (`outputs_released`)", body = ErrorBody),
@@ -279,7 +284,7 @@ pub async fn release_charge(
 /// written). With an `Idempotency-Key` header a retry returns the first outcome and charges nothing.
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges", tag = "charges",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = ChargeRequestWire,
     responses((status = 201, description = "Admitted and recorded", body = ChargeCreated),
               (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = ChargeCreated),
@@ -304,7 +309,7 @@ pub async fn create_charge(
 #[utoipa::path(get, path = "/v1/datasets/{id}/charges", tag = "charges",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
            ("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100)", minimum = 1, maximum = 1000),
-           ("after" = Option<i64>, Query, description = "Return entries with seq > after")),
+           ("after" = Option<i64>, Query, description = "Return entries with seq > after", minimum = 0)),
     responses((status = 200, description = "A page of entries", body = EntryPage),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
@@ -353,9 +358,9 @@ pub async fn preview_charge(
 /// trade-off curve, the Tier-II table and the CLT estimate (approximate).
 #[utoipa::path(get, path = "/v1/datasets/{id}/report", tag = "reports",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("deltas" = Option<String>, Query, description = "Comma-separated δ values for ε(δ)"),
-           ("epsilons" = Option<String>, Query, description = "Comma-separated ε values for δ(ε)"),
-           ("alphas" = Option<String>, Query, description = "Comma-separated α values for the trade-off curve")),
+           ("deltas" = Option<String>, Query, description = "Comma-separated δ values for ε(δ), each in [0, 1] (at most 1000)", pattern = r"^\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*(,\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*)*$"),
+           ("epsilons" = Option<String>, Query, description = "Comma-separated ε values for δ(ε), each in [0, 1e6] (at most 1000)", pattern = r"^\s*([0-9]{1,6}(\.[0-9]*)?|\.[0-9]+)([eE]-[0-9]+)?\s*(,\s*([0-9]{1,6}(\.[0-9]*)?|\.[0-9]+)([eE]-[0-9]+)?\s*)*$"),
+           ("alphas" = Option<String>, Query, description = "Comma-separated α values for the trade-off curve, each in [0, 1] (at most 1000)", pattern = r"^\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*(,\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*)*$")),
     responses((status = 200, description = "The report", body = DatasetReport),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
@@ -375,8 +380,8 @@ pub async fn get_report(
 /// [1e-10, 1], or `alpha=a1,a2,...`.
 #[utoipa::path(get, path = "/v1/datasets/{id}/tradeoff", tag = "reports",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("points" = Option<usize>, Query, description = "Number of α values (2-10000, default 100)"),
-           ("alpha" = Option<String>, Query, description = "Comma-separated α values")),
+           ("points" = Option<usize>, Query, description = "Number of α values spread over [1e-10, 1] (2-10000; default 100 unless alpha is given)", minimum = 2, maximum = 10000),
+           ("alpha" = Option<String>, Query, description = "Comma-separated α values, each in [0, 1] (at most 1000; with points, both sets)", pattern = r"^\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*(,\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*)*$")),
     responses((status = 200, description = "The curve", body = TradeoffView),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
@@ -487,7 +492,7 @@ pub async fn list_grants(
 /// Give a principal a role on the dataset (replacing its grant, if any); the dataset's admins.
 #[utoipa::path(put, path = "/v1/datasets/{id}/grants/{principal}", tag = "access",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$|^\*$", min_length = 1, max_length = 128)),
+           ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$", min_length = 1, max_length = 128)),
     request_body = GrantRequestWire,
     responses((status = 200, description = "The dataset's grants now", body = Vec<crate::ledger::auth::GrantView>),
               (status = 403, description = "The caller is not an admin of the dataset", body = ErrorBody),
@@ -510,7 +515,7 @@ pub async fn put_grant(
 /// Withdraw a principal's grant on the dataset; the dataset's admins.
 #[utoipa::path(delete, path = "/v1/datasets/{id}/grants/{principal}", tag = "access",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$|^\*$", min_length = 1, max_length = 128)),
+           ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$", min_length = 1, max_length = 128)),
     responses((status = 204, description = "Withdrawn"),
               (status = 403, description = "The caller is not an admin of the dataset", body = ErrorBody),
               (status = 404, description = "No such dataset or grant", body = ErrorBody),
@@ -554,8 +559,8 @@ pub async fn list_quotas(
 /// quota is never set below what its holder spent. Recorded in the ledger.
 #[utoipa::path(put, path = "/v1/datasets/{id}/quotas/{principal}", tag = "access",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$|^\*$", min_length = 1, max_length = 128),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters")),
+           ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$", min_length = 1, max_length = 128),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = QuotaRequestWire,
     responses((status = 200, description = "The quota", body = crate::ledger::quotas::QuotaView),
               (status = 409, description = "The quotas would not fit the budget (`quota_conflict`)", body = ErrorBody),
@@ -603,13 +608,13 @@ fn audit_time(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<Strin
 /// `X-Next-Cursor` header). Global admins and auditors read all of it; a dataset's admins and
 /// auditors read its records (`dataset_id` required).
 #[utoipa::path(get, path = "/v1/audit", tag = "access",
-    params(("dataset_id" = Option<String>, Query, description = "Only this dataset's records"),
-           ("principal" = Option<String>, Query, description = "Only this principal's records"),
-           ("since" = Option<String>, Query, description = "Records at or after this RFC 3339 time"),
-           ("until" = Option<String>, Query, description = "Records before this RFC 3339 time"),
-           ("after" = Option<i64>, Query, description = "Records with id > after (the previous page's next_cursor)"),
+    params(("dataset_id" = Option<String>, Query, description = "Only this dataset's records", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+           ("principal" = Option<String>, Query, description = "Only this principal's records", max_length = 256),
+           ("since" = Option<String>, Query, description = "Records at or after this RFC 3339 time", format = DateTime),
+           ("until" = Option<String>, Query, description = "Records before this RFC 3339 time", format = DateTime),
+           ("after" = Option<i64>, Query, description = "Records with id > after (the previous page's next_cursor)", minimum = 0),
            ("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100; up to 10000 with format=jsonl)", minimum = 1, maximum = 10000),
-           ("format" = Option<String>, Query, description = "`json` (default) or `jsonl`")),
+           ("format" = Option<AuditFormat>, Query, description = "`json` (default) or `jsonl`")),
     responses((status = 200, description = "A page of the audit log (with format=jsonl: one AuditRecord per line, as application/x-ndjson)", body = AuditPage),
               (status = 403, description = "The caller may not read this part of the log", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
@@ -742,7 +747,7 @@ pub async fn create_token(
 
 /// Revoke a token, at once on every replica. Global admins.
 #[utoipa::path(delete, path = "/v1/tokens/{token_id}", tag = "access",
-    params(("token_id" = String, Path, description = "The token's id", min_length = 1, max_length = 256)),
+    params(("token_id" = String, Path, description = "The token's id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")),
     responses((status = 204, description = "Revoked"),
               (status = 403, description = "Not a global admin", body = ErrorBody),
               (status = 404, description = "No live token with this id", body = ErrorBody),

@@ -194,6 +194,8 @@ impl<S: Send + Sync> FromRequest<S> for ApiJson<serde_json::Value> {
         license(name = "Apache-2.0")
     ),
     modifiers(&BearerAuth),
+    // Types only a parameter refers to (bodies register theirs).
+    components(schemas(wire::AuditFormat)),
     security(("bearer" = [])),
     tags(
         (name = "datasets", description = "Datasets and their budgets"),
@@ -236,7 +238,51 @@ fn api() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document, as committed at `openapi/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api().split_for_parts().1
+    let mut doc = api().split_for_parts().1;
+    every_operation_states_its_errors(&mut doc);
+    doc
+}
+
+/// Every operation can answer 4xx with the error body (401 without a valid token, 403, 404, 422
+/// for a malformed path or query parameter, 429 past the rate limit, 413/414/415…) and 503 (store
+/// unavailable, overloaded, busy: with Retry-After): added where an operation does not list them
+/// already, so a client knows the shape of every answer.
+fn every_operation_states_its_errors(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::schema::Ref;
+    use utoipa::openapi::{ContentBuilder, RefOr, ResponseBuilder};
+    let error = |description: &str| {
+        RefOr::T(
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ErrorBody")))
+                        .build(),
+                )
+                .build(),
+        )
+    };
+    for item in doc.paths.paths.values_mut() {
+        let ops = [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ];
+        for op in ops.into_iter().flatten() {
+            let r = &mut op.responses.responses;
+            r.entry("4XX".into()).or_insert_with(|| {
+                error("Refused: unauthenticated (401), forbidden (403), not found (404), invalid (422), rate limited (429), …")
+            });
+            r.entry("503".into()).or_insert_with(|| {
+                error(
+                    "Unavailable (the store, or the service at capacity): retry after Retry-After",
+                )
+            });
+        }
+    }
 }
 
 /// The OpenAPI document as pretty JSON (what `privacy-ledger openapi` prints and `/openapi.json`
@@ -311,11 +357,11 @@ async fn http_metrics(req: Request, next: Next) -> Response {
 }
 
 /// Longest path parameter or query value accepted.
-const MAX_PARAM_BYTES: usize = 256;
+const MAX_PARAM_CHARS: usize = 256;
 
 /// Checks every path parameter and query value of a matched route before its handler runs: text
 /// without control characters (NUL included: no database column can hold it), at most
-/// [`MAX_PARAM_BYTES`], and a dataset id (`{id}`) by the ids' rule. Otherwise 422 naming
+/// [`MAX_PARAM_CHARS`], and a dataset id (`{id}`) by the ids' rule. Otherwise 422 naming
 /// `path.<name>` or `query.<name>`. One place for every route and both stores.
 async fn check_params(
     params: Result<axum::extract::RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
@@ -323,10 +369,10 @@ async fn check_params(
     next: Next,
 ) -> Response {
     fn text(location: &str, v: &str) -> Result<(), ApiError> {
-        if v.len() > MAX_PARAM_BYTES {
+        if v.chars().count() > MAX_PARAM_CHARS {
             return Err(ApiError::invalid_param(
                 location,
-                format!("must be at most {MAX_PARAM_BYTES} bytes"),
+                format!("must be at most {MAX_PARAM_CHARS} characters"),
             ));
         }
         if v.chars().any(char::is_control) {

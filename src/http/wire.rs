@@ -5,44 +5,61 @@
 //! their schemas); the types here are the pages and the bodies the handlers assemble.
 
 use crate::ledger::schema::ReportWire;
+pub use crate::ledger::schema::{DatasetRole, FreeParameter, GlobalRole, NeighboringRelationWire};
 use crate::ledger::CertificateView as Certificate;
 use crate::ledger::{ChargeView, DatasetView, EntryView};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+/// The audit log's format: one JSON page, or JSON lines (a record per line).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditFormat {
+    Json,
+    Jsonl,
+}
+
 /// A budget for the adaptive μ-GDP filter: the units' certificates (μᵢ, δᵢ) must satisfy
 /// Σμᵢ² ≤ μ² and Σδᵢ ≤ δ.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(as = Budget)]
 pub struct BudgetWire {
-    /// μ_B: the whole interaction is μ_B-GDP (up to the δ part).
-    #[schema(example = 1.0)]
+    /// μ_B: the whole interaction is μ_B-GDP (up to the δ part); in (0, 1000].
+    #[schema(example = 1.0, exclusive_minimum = 0.0, maximum = 1000.0)]
     pub mu: f64,
     /// δ_B: the total of the units' δᵢ (default 1e-10, at most 1e-3).
-    #[schema(example = 1e-10)]
+    #[schema(example = 1e-10, minimum = 0.0, maximum = 1e-3)]
     pub delta: Option<f64>,
 }
 
 /// `POST /v1/datasets`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"id": "census-2030", "budget": {"mu": 1.0}, "neighboring_relation": "add_or_remove_one", "description": "training data"}))]
 pub struct CreateDatasetRequest {
-    /// 1-128 characters from A-Z, a-z, 0-9, '.', '_' and '-'.
-    #[schema(example = "census-2030")]
+    /// 1-128 characters from A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'.
+    #[schema(
+        example = "census-2030",
+        pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$",
+        min_length = 1,
+        max_length = 128
+    )]
     pub id: String,
     pub budget: BudgetWire,
-    /// `add_or_remove_one` (default) or `replace_one`.
-    #[schema(example = "add_or_remove_one")]
-    pub neighboring_relation: Option<String>,
+    /// Default `add_or_remove_one`.
+    pub neighboring_relation: Option<NeighboringRelationWire>,
+    #[schema(max_length = 4096)]
     pub description: Option<String>,
-    /// Grid step of the numerical accountant (default 1e-4).
-    #[schema(example = 1e-4)]
+    /// Grid step of the numerical accountant (default 1e-4), in [1e-6, 0.1].
+    #[schema(example = 1e-4, minimum = 1e-6, maximum = 0.1)]
     pub grid_step: Option<f64>,
 }
 
 /// `PATCH /v1/datasets/{id}`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"budget": {"mu": 2.0}}))]
 pub struct UpdateDatasetRequest {
     pub budget: BudgetWire,
@@ -59,6 +76,7 @@ pub struct DatasetPage {
 /// `POST /v1/datasets/{id}/charges` and `/preview`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"event": {"type": "self_composed", "count": 1000, "event": {"type": "poisson_sampled", "sampling_rate": 0.01, "event": {"type": "gaussian", "noise_multiplier": 1.1}}}, "label": "dp-sgd epoch 1"}))]
+#[serde(deny_unknown_fields)]
 #[schema(as = ChargeRequest)]
 pub struct ChargeRequestWire {
     /// The mechanism run: an event of the model (`{"type": ...}`: gaussian, laplace,
@@ -67,11 +85,14 @@ pub struct ChargeRequestWire {
     /// dp_accounting DpEvent serialised with `to_named_tuple()` (`{"class_name": ...}`).
     #[schema(value_type = Object)]
     pub event: Value,
+    #[schema(max_length = 256)]
     pub label: Option<String>,
+    /// Any JSON object of at most 16 KiB, kept with the charge.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
     /// The unit's δᵢ (in [0, 1e-3]). Default: 0 for Gaussian-type units and for units whose μ at
     /// δ = 0 is within 0.1 % of that at the default; otherwise the budget's δ / 1000.
+    #[schema(minimum = 0.0, maximum = 1e-3)]
     pub delta: Option<f64>,
     /// Reserve the unit: the filter counts it now; commit it (`/charges/{id}/commit`) or, while
     /// none of its outputs was released, release it for a refund (`/charges/{id}/release`).
@@ -82,17 +103,22 @@ pub struct ChargeRequestWire {
 /// `POST /v1/datasets/{id}/runs`: declare a run (e.g. DP-SGD) charged chunk by chunk.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"event": {"type": "poisson_sampled", "sampling_rate": 0.004, "event": {"type": "gaussian", "noise_multiplier": 1.1}}, "steps": 10000, "chunk_steps": 1000, "label": "resnet fine-tune"}))]
+#[serde(deny_unknown_fields)]
 #[schema(as = RunRequest)]
 pub struct RunRequestWire {
     /// One step (an event, as in a charge).
     #[schema(value_type = Object)]
     pub event: Value,
     /// Steps of the whole run (1 to 10^8).
+    #[schema(minimum = 1, maximum = 100_000_000)]
     pub steps: u64,
-    /// Steps per chunk (default: `steps`, one unit); at most 10,000 chunks.
+    /// Steps per chunk (default: `steps`, one unit); at most `steps`, and at most 10,000 chunks.
+    #[schema(minimum = 1, maximum = 100_000_000)]
     pub chunk_steps: Option<u64>,
     /// Each chunk's δᵢ (default: the charge rule).
+    #[schema(minimum = 0.0, maximum = 1e-3)]
     pub delta: Option<f64>,
+    #[schema(max_length = 256)]
     pub label: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
@@ -100,16 +126,19 @@ pub struct RunRequestWire {
 
 /// `POST /v1/datasets/{id}/runs/{run_id}/chunks`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ChunkRequestWire {
     /// Reserve the chunk instead of charging it outright (default false).
     pub reserve: Option<bool>,
     /// The chunk meant (its index); refused with 409 `chunk_mismatch` unless it is the run's next
     /// chunk, so a retry without an Idempotency-Key never admits a second chunk.
+    #[schema(minimum = 0)]
     pub chunk: Option<u64>,
 }
 
 /// `POST /v1/datasets/{id}/charges/{charge_id}/release`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[schema(example = json!({"outputs_released": false, "reason": "job cancelled before training"}))]
 pub struct ReleaseRequestWire {
     /// `false` states that no output of the unit, nor anything computed from it, was seen by
@@ -151,44 +180,85 @@ pub struct EntryPage {
 /// `POST /v1/accountant/compose`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"events": [{"type": "gdp", "mu": 0.5}, {"type": "self_composed", "count": 2000, "event": {"type": "poisson_sampled", "sampling_rate": 0.32768, "event": {"type": "gaussian", "noise_multiplier": 9.4}}}], "deltas": [1e-5]}))]
+#[serde(deny_unknown_fields)]
 pub struct ComposeRequest {
     #[schema(value_type = Vec<Object>)]
     pub events: Vec<Value>,
-    pub neighboring_relation: Option<String>,
+    pub neighboring_relation: Option<NeighboringRelationWire>,
+    /// δ values at which ε(δ) is reported, each in [0, 1] (at most 1000).
+    #[schema(value_type = Option<Vec<Probability>>, max_items = 1000)]
     pub deltas: Option<Vec<f64>>,
+    /// ε values at which δ(ε) is reported, each in [0, 1e6] (at most 1000).
+    #[schema(value_type = Option<Vec<EpsilonValue>>, max_items = 1000)]
     pub epsilons: Option<Vec<f64>>,
+    /// α values at which the trade-off curve is reported, each in [0, 1] (at most 1000).
+    #[schema(value_type = Option<Vec<Probability>>, max_items = 1000)]
     pub alphas: Option<Vec<f64>>,
+    /// δ allowed for mass the accountant cannot place, in [0, 1e-3].
+    #[schema(minimum = 0.0, maximum = 1e-3)]
     pub delta_slack: Option<f64>,
+    #[schema(minimum = 1e-6, maximum = 0.1)]
     pub grid_step: Option<f64>,
 }
+
+/// A number schema with bounds (a list item's range; utoipa states ranges only on fields).
+macro_rules! bounded_number {
+    ($(#[$doc:meta])* $name:ident, $lo:expr, $hi:expr) => {
+        $(#[$doc])*
+        pub struct $name;
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                use utoipa::openapi::schema::{ObjectBuilder, SchemaFormat, KnownFormat, Type};
+                ObjectBuilder::new()
+                    .schema_type(Type::Number)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Double)))
+                    .minimum(Some($lo))
+                    .maximum(Some($hi))
+                    .into()
+            }
+        }
+
+        impl ToSchema for $name {}
+    };
+}
+
+bounded_number!(
+    /// A number in [0, 1].
+    Probability, 0.0, 1.0
+);
+bounded_number!(
+    /// An ε in [0, 1e6].
+    EpsilonValue, 0.0, 1e6
+);
 
 /// `POST /v1/datasets/{id}/calibrate`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"event": {"type": "self_composed", "count": 1000, "event": {"type": "poisson_sampled", "sampling_rate": 0.01, "event": {"type": "gaussian", "noise_multiplier": 1.0}}}, "free_parameter": "noise_multiplier"}))]
+#[serde(deny_unknown_fields)]
 pub struct DatasetCalibrateRequest {
     /// The event to calibrate; its value of the free parameter is the search's starting point.
     #[schema(value_type = Object)]
     pub event: Value,
-    /// `noise_multiplier` (of the first gaussian/laplace event, depth first: the smallest that
-    /// fits) or `count` (of the first self_composed event: the largest that fits).
-    #[schema(example = "noise_multiplier")]
-    pub free_parameter: String,
+    pub free_parameter: FreeParameter,
 }
 
 /// `POST /v1/accountant/calibrate`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"event": {"type": "self_composed", "count": 2000, "event": {"type": "poisson_sampled", "sampling_rate": 0.01, "event": {"type": "gaussian", "noise_multiplier": 1.0}}}, "free_parameter": "noise_multiplier", "mu": 1.0}))]
+#[serde(deny_unknown_fields)]
 #[schema(as = CalibrateRequest)]
 pub struct CalibrateRequestWire {
     #[schema(value_type = Object)]
     pub event: Value,
-    #[schema(example = "noise_multiplier")]
-    pub free_parameter: String,
-    /// The μ target.
-    #[schema(example = 1.0)]
+    pub free_parameter: FreeParameter,
+    /// The μ target, in (0, 1000].
+    #[schema(example = 1.0, exclusive_minimum = 0.0, maximum = 1000.0)]
     pub mu: f64,
-    pub neighboring_relation: Option<String>,
+    pub neighboring_relation: Option<NeighboringRelationWire>,
+    #[schema(minimum = 0.0, maximum = 1e-3)]
     pub delta_slack: Option<f64>,
+    #[schema(minimum = 1e-6, maximum = 0.1)]
     pub grid_step: Option<f64>,
 }
 
@@ -209,9 +279,8 @@ pub struct QuotaRequestWire {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrantRequestWire {
-    /// `admin`, `analyst` or `auditor` on this dataset.
-    #[schema(pattern = "^(admin|analyst|auditor)$")]
-    pub role: String,
+    /// The role on this dataset.
+    pub role: DatasetRole,
 }
 
 /// `POST /v1/tokens`.
@@ -225,9 +294,8 @@ pub struct TokenRequestWire {
         pattern = "^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]*[A-Za-z0-9._@:+-])?$"
     )]
     pub name: String,
-    /// The global role: `admin`, `analyst`, `auditor`, or `none` (grants only).
-    #[schema(pattern = "^(admin|analyst|auditor|none)$")]
-    pub role: String,
+    /// The global role (`none`: grants only).
+    pub role: GlobalRole,
     #[schema(minimum = 1, maximum = 3650)]
     pub expires_in_days: Option<u64>,
 }

@@ -73,6 +73,7 @@ pub struct AuditView {
     /// The chain (the dataset's id, or `""` for tokens) and the record's place in it (from 1).
     pub chain: String,
     pub seq: i64,
+    #[schema(format = DateTime)]
     pub at: String,
     pub principal: String,
     /// The credential used (a token's id; `cli` at the command line).

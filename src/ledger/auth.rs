@@ -148,8 +148,9 @@ impl Principal {
 #[schema(as = Grant)]
 pub struct GrantView {
     pub principal: String,
-    /// `admin`, `analyst` or `auditor` on this dataset.
+    #[schema(value_type = super::schema::DatasetRole)]
     pub role: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
@@ -159,9 +160,13 @@ pub struct GrantView {
 pub struct TokenView {
     pub id: String,
     pub name: String,
+    #[schema(value_type = super::schema::GlobalRole)]
     pub role: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub expires_at: Option<String>,
+    #[schema(format = DateTime)]
     pub revoked_at: Option<String>,
 }
 

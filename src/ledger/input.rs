@@ -139,8 +139,8 @@ impl NewDataset {
             None => String::new(),
             Some((x, p)) => {
                 let s = json::string(x, &p)?;
-                if s.len() > 4096 {
-                    return Err(InputError::new(&p, "must be at most 4096 bytes"));
+                if s.chars().count() > 4096 {
+                    return Err(InputError::new(&p, "must be at most 4096 characters"));
                 }
                 s.to_owned()
             }
@@ -207,14 +207,14 @@ pub fn request_hash(operation: &str, v: &Value) -> String {
     format!("{:x}", h.finalize())
 }
 
-/// An optional `label`: at most 256 bytes.
+/// An optional `label`: at most 256 characters.
 fn label_field(f: &mut Fields<'_>) -> Result<Option<String>, InputError> {
     match f.optional("label") {
         None => Ok(None),
         Some((x, p)) => {
             let s = json::string(x, &p)?;
-            if s.len() > 256 {
-                return Err(InputError::new(&p, "must be at most 256 bytes"));
+            if s.chars().count() > 256 {
+                return Err(InputError::new(&p, "must be at most 256 characters"));
             }
             Ok(Some(s.to_owned()))
         }
@@ -617,15 +617,10 @@ fn curve_alphas(points: usize) -> Vec<Alpha> {
 
 /// `GET /v1/datasets/{id}/tradeoff?points=` or `?alpha=`: the α values of the curve.
 pub fn tradeoff_query(q: &HashMap<String, String>) -> Result<Vec<Alpha>, InputError> {
-    match (number_list(q, "alpha", Alpha::new)?, q.get("points")) {
-        (Some(_), Some(_)) => Err(query_error(
-            "query.points".into(),
-            "give either points or alpha, not both",
-        )),
-        (Some(a), None) => Ok(a),
-        (None, Some(p)) => {
-            let n = p
-                .parse::<usize>()
+    let points = match q.get("points") {
+        None => None,
+        Some(p) => Some(
+            p.parse::<usize>()
                 .ok()
                 .filter(|n| (2..=10_000).contains(n))
                 .ok_or_else(|| {
@@ -633,11 +628,22 @@ pub fn tradeoff_query(q: &HashMap<String, String>) -> Result<Vec<Alpha>, InputEr
                         "query.points".into(),
                         "must be a whole number in [2, 10000]",
                     )
-                })?;
-            Ok(curve_alphas(n))
+                })?,
+        ),
+    };
+    let given = number_list(q, "alpha", Alpha::new)?;
+    Ok(match (given, points) {
+        (None, None) => curve_alphas(100),
+        (None, Some(n)) => curve_alphas(n),
+        (Some(a), None) => a,
+        // Both: the curve's points and the values asked for, in order, each once.
+        (Some(mut a), Some(n)) => {
+            a.extend(curve_alphas(n));
+            a.sort_by(|x, y| x.get().total_cmp(&y.get()));
+            a.dedup();
+            a
         }
-        (None, None) => Ok(curve_alphas(100)),
-    }
+    })
 }
 
 /// `PUT /v1/datasets/{id}/quotas/{principal}`: `{mu, delta}`, a share of the dataset's budget.

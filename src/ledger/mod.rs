@@ -240,7 +240,9 @@ pub struct DatasetView {
     pub charges: i64,
     pub version: i64,
     pub grid_step: f64,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 
@@ -264,10 +266,12 @@ pub struct ChargeView {
     pub mu_after: Option<f64>,
     /// `committed`, `reserved` (counted by the filter; commit or release it) or `released`
     /// (refunded: the caller stated no output of it was released).
+    #[schema(value_type = schema::ChargeStatus)]
     pub status: String,
     /// The run this charge is a chunk of, and its index.
     pub run_id: Option<String>,
     pub chunk: Option<i64>,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
@@ -276,7 +280,7 @@ pub struct ChargeView {
 #[schema(as = Entry)]
 pub struct EntryView {
     pub seq: i64,
-    /// `charge`, `budget`, `quota`, `run`, `commit` or `release`.
+    #[schema(value_type = schema::EntryKind)]
     pub kind: String,
     pub charge: Option<ChargeView>,
     pub budget: Option<Budget>,
@@ -292,6 +296,7 @@ pub struct EntryView {
     /// Charges: the share of the budget that paid (a principal's quota, or `*`); quota entries:
     /// the quota's holder (the entry's `budget` is the quota).
     pub quota: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
@@ -596,6 +601,7 @@ fn cost_of(base: &Composition, event: &Event) -> admission::Cost {
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[schema(as = Calibration)]
 pub struct Calibrated {
+    #[schema(value_type = schema::FreeParameter)]
     pub free_parameter: String,
     /// The smallest noise multiplier, or the largest count (0 when not even one step fits).
     pub value: f64,

@@ -46,6 +46,7 @@ pub struct QuotaView {
     pub remaining_mu: f64,
     pub remaining_delta: f64,
     pub units: i64,
+    #[schema(format = DateTime)]
     pub updated_at: String,
 }
 

@@ -6,6 +6,78 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+/// The neighbouring relation of a dataset's guarantee.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = NeighboringRelation)]
+pub enum NeighboringRelationWire {
+    /// Datasets differing by one record added or removed (the default).
+    AddOrRemoveOne,
+    /// Datasets differing by one record replaced.
+    ReplaceOne,
+}
+
+/// The parameter a calibration searches.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FreeParameter {
+    /// Of the first gaussian or laplace event, depth first: the smallest that fits.
+    NoiseMultiplier,
+    /// Of the first self_composed event: the largest that fits.
+    Count,
+}
+
+/// A role on one dataset.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DatasetRole {
+    Admin,
+    Analyst,
+    Auditor,
+}
+
+/// A token's global role (`none`: grants only).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GlobalRole {
+    Admin,
+    Analyst,
+    Auditor,
+    None,
+}
+
+/// A charge's status.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChargeStatus {
+    /// Counted for good.
+    Committed,
+    /// Counted by the filter until committed or released.
+    Reserved,
+    /// Refunded: the caller stated no output of it was released.
+    Released,
+}
+
+/// What a ledger entry records.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    Charge,
+    Budget,
+    Quota,
+    Run,
+    Commit,
+    Release,
+}
+
+/// How a report was computed: closed forms (μ-GDP) or the numerical PLD engine.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportMethod {
+    Analytic,
+    Pld,
+}
+
 /// μ-GDP summary.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = Mu)]
@@ -84,7 +156,9 @@ pub struct AccountantWire {
 #[schema(as = Report)]
 pub struct ReportWire {
     /// `analytic` or `pld`.
+    #[schema(value_type = ReportMethod)]
     pub method: String,
+    #[schema(value_type = NeighboringRelationWire)]
     pub neighboring_relation: String,
     pub mu: MuWire,
     pub epsilon: Vec<EpsilonPointWire>,

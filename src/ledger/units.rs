@@ -60,6 +60,7 @@ pub struct RunView {
     pub chunks_released: u64,
     /// The chunk the next request admits (`None`: every chunk is admitted).
     pub next_chunk: Option<u64>,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 

@@ -26,6 +26,9 @@
 //! `audit_heads` (each chain's last seq and hash, written in the same transaction, so a deleted last
 //! record is detected too). See [`audit_hash`].
 
+/// The schema version this release writes (the last of [`MIGRATIONS`]).
+pub const LATEST: i64 = 5;
+
 /// Schema migrations after version 1, as (version, statements); the SQL is portable between
 /// SQLite and PostgreSQL (`REAL` is `float4` in PostgreSQL, so `DOUBLE PRECISION` is spelt out
 /// per store by [`migration_sql`]).
@@ -118,6 +121,12 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
         ],
     ),
 ];
+
+#[cfg(test)]
+#[test]
+fn latest_is_the_last_migration() {
+    assert_eq!(MIGRATIONS.last().map(|m| m.0), Some(LATEST));
+}
 
 /// A migration statement with the store's float, integer and auto-increment key type names.
 pub fn migration_sql(stmt: &str, float: &str, int: &str, serial: &str) -> String {

@@ -12,7 +12,7 @@ use super::sql;
 use super::{
     audit_hash, migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow,
     DatasetUpdate, EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, AUDIT_GENESIS,
-    MIGRATIONS,
+    LATEST, MIGRATIONS,
 };
 use async_trait::async_trait;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
@@ -80,8 +80,23 @@ fn unavailable(e: sqlx::Error) -> StoreError {
 }
 
 impl PostgresStore {
-    /// Connects to `url` (`postgres://…`) and applies the schema.
+    /// Connects to `url` (`postgres://…`) and applies the schema (migrating an older one to
+    /// [`LATEST`]).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_at(url, LATEST).await
+    }
+
+    /// Creates the schema at `version` (or migrates an older one up to it) and closes: for
+    /// upgrade tests, which write a ledger as an earlier release left it and then [`connect`].
+    ///
+    /// [`connect`]: PostgresStore::connect
+    #[doc(hidden)]
+    pub async fn schema_at(url: &str, version: i64) -> Result<(), StoreError> {
+        Self::connect_at(url, version).await?.pool.close().await;
+        Ok(())
+    }
+
+    async fn connect_at(url: &str, version: i64) -> Result<Self, StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(3))
@@ -102,22 +117,23 @@ impl PostgresStore {
             }
         }
         if result.is_ok() {
-            result = migrate(&mut conn).await;
+            result = migrate(&mut conn, version).await;
         }
         let _ = sqlx::query("SELECT pg_advisory_unlock($1)")
             .bind(MIGRATION_LOCK)
             .execute(&mut *conn)
             .await;
         result?;
+        drop(conn);
         Ok(PostgresStore { pool })
     }
 }
 
 /// Applies [`MIGRATIONS`] beyond the recorded schema version, each in one transaction (the caller
 /// holds the migration advisory lock, so replicas starting together migrate once).
-async fn migrate(conn: &mut sqlx::PgConnection) -> Result<(), StoreError> {
+async fn migrate(conn: &mut sqlx::PgConnection, upto: i64) -> Result<(), StoreError> {
     use sqlx::Connection;
-    for (version, stmts) in MIGRATIONS {
+    for (version, stmts) in MIGRATIONS.iter().filter(|(v, _)| *v <= upto) {
         let mut tx = conn.begin().await.map_err(unavailable)?;
         let current: Option<i32> = sqlx::query_scalar("SELECT MAX(version) FROM schema_version")
             .fetch_one(&mut *tx)

@@ -8,7 +8,7 @@ use super::sql;
 use super::sqlite_writer::{self as w, exec, Writer};
 use super::{
     migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow, DatasetUpdate,
-    EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, MIGRATIONS,
+    EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, LATEST, MIGRATIONS,
 };
 use async_trait::async_trait;
 use rusqlite::{params, Connection};
@@ -174,8 +174,8 @@ fn append_in(
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `url` (`sqlite://path` or `sqlite::memory:`) and
-    /// applies the schema.
+    /// Opens (creating if needed) the database file at `url` (`sqlite://path`) and applies the
+    /// schema (migrating an older file to [`LATEST`]).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let opts = SqliteConnectOptions::from_str(url)
             .map_err(unavailable)?
@@ -191,21 +191,35 @@ impl SqliteStore {
             ));
         }
         let file = opts.get_filename().to_owned();
-        let memory = false;
+        let pool = Self::schema_pool(opts, LATEST).await?;
+        let writer = Writer::start(&file)?;
+        Ok(SqliteStore { pool, writer })
+    }
+
+    /// Creates the schema at `version` (or migrates an older file up to it) and closes: for
+    /// upgrade tests, which write a ledger as an earlier release left it and then [`connect`].
+    ///
+    /// [`connect`]: SqliteStore::connect
+    #[doc(hidden)]
+    pub async fn schema_at(url: &str, version: i64) -> Result<(), StoreError> {
+        let opts = SqliteConnectOptions::from_str(url)
+            .map_err(unavailable)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full);
+        Self::schema_pool(opts, version).await?.close().await;
+        Ok(())
+    }
+
+    /// The readers' pool, with the schema at `version`.
+    async fn schema_pool(
+        opts: SqliteConnectOptions,
+        version: i64,
+    ) -> Result<SqlitePool, StoreError> {
         let pool = SqlitePoolOptions::new()
-            // An in-memory database exists per connection: keep exactly one.
-            .max_connections(if memory { 1 } else { 8 })
-            .min_connections(if memory { 1 } else { 0 })
-            .idle_timeout(if memory {
-                None
-            } else {
-                Some(Duration::from_secs(600))
-            })
-            .max_lifetime(if memory {
-                None
-            } else {
-                Some(Duration::from_secs(3600))
-            })
+            .max_connections(8)
+            .idle_timeout(Some(Duration::from_secs(600)))
+            .max_lifetime(Some(Duration::from_secs(3600)))
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(opts)
             .await
@@ -216,16 +230,15 @@ impl SqliteStore {
                 .await
                 .map_err(unavailable)?;
         }
-        migrate(&pool).await?;
-        let writer = Writer::start(&file)?;
-        Ok(SqliteStore { pool, writer })
+        migrate(&pool, version).await?;
+        Ok(pool)
     }
 }
 
 /// Applies [`MIGRATIONS`] beyond the recorded schema version, each in one transaction (`BEGIN
 /// IMMEDIATE`: another process opening the same file waits, then sees the new version).
-async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
-    for (version, stmts) in MIGRATIONS {
+async fn migrate(pool: &SqlitePool, upto: i64) -> Result<(), StoreError> {
+    for (version, stmts) in MIGRATIONS.iter().filter(|(v, _)| *v <= upto) {
         let mut conn = pool.acquire().await.map_err(unavailable)?;
         sqlx::query("BEGIN IMMEDIATE")
             .execute(&mut *conn)

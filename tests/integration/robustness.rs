@@ -402,3 +402,124 @@ fn the_spec_states_the_limits_of_path_and_paging_parameters() {
     }
     assert!(checked >= 25, "{checked}");
 }
+
+/// What schemathesis found where the spec and the server disagreed, each now agreeing: every
+/// operation states its 4xx and 503 bodies; a chunk's 409 may be either error shape; request
+/// bodies refuse unknown fields and state their ranges and enums; a `null` chunk body is no
+/// options; `points` and `alpha` together give both sets of α; a principal path parameter never
+/// matches `*` (which the server refuses there).
+#[tokio::test]
+async fn the_spec_and_the_server_agree_where_schemathesis_found_them_apart() {
+    let spec: Value = serde_json::from_str(&privacy_ledger::http::openapi_json()).unwrap();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let r = &op["responses"];
+            assert!(r.get("4XX").is_some(), "{method} {path}: no 4XX");
+            assert!(r.get("503").is_some(), "{method} {path}: no 503");
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                if p["name"] == "principal" && p["in"] == "path" {
+                    let re = p["schema"]["pattern"].as_str().unwrap();
+                    assert!(!re.contains(r"\*"), "{method} {path}: {re}");
+                }
+            }
+        }
+    }
+    let s = &spec["components"]["schemas"];
+    let chunk_409 = &spec["paths"]["/v1/datasets/{id}/runs/{run_id}/chunks"]["post"]["responses"]
+        ["409"]["content"]["application/json"]["schema"]["$ref"];
+    assert_eq!(chunk_409, "#/components/schemas/ChunkConflict");
+    assert_eq!(s["ChunkConflict"]["anyOf"].as_array().unwrap().len(), 2);
+    for body in [
+        "CreateDatasetRequest",
+        "UpdateDatasetRequest",
+        "ChargeRequest",
+        "RunRequest",
+        "ChunkRequestWire",
+        "ComposeRequest",
+        "CalibrateRequest",
+        "DatasetCalibrateRequest",
+        "ReleaseRequestWire",
+        "Budget",
+    ] {
+        assert_eq!(s[body]["additionalProperties"], false, "{body}");
+    }
+    // The ranges are the parser's constants.
+    use privacy_ledger::accountant::{params, pld};
+    assert_eq!(
+        s["Budget"]["properties"]["mu"]["maximum"],
+        privacy_ledger::ledger::input::MAX_BUDGET_MU
+    );
+    assert_eq!(
+        s["Budget"]["properties"]["delta"]["maximum"],
+        params::MAX_DELTA_SLACK
+    );
+    let grid = &s["CreateDatasetRequest"]["properties"]["grid_step"];
+    assert_eq!(grid["minimum"], pld::MIN_GRID_STEP);
+    assert_eq!(grid["maximum"], pld::MAX_GRID_STEP);
+    assert_eq!(
+        s["RunRequest"]["properties"]["steps"]["maximum"],
+        privacy_ledger::ledger::input::MAX_RUN_STEPS
+    );
+    assert_eq!(
+        s["NeighboringRelation"]["enum"],
+        json!(["add_or_remove_one", "replace_one"])
+    );
+    assert_eq!(
+        s["FreeParameter"]["enum"],
+        json!(["noise_multiplier", "count"])
+    );
+
+    let app = spawn_app().await;
+    app.dataset("agree", 1.0).await;
+    // Unknown body fields are refused, as the spec says.
+    let (st, b) = app
+        .post(
+            "/v1/datasets/agree/charges",
+            json!({"event": {"type": "gdp", "mu": 0.1}, "x": 1}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    // A run's chunk with a null body: no options.
+    let (st, b) = app
+        .post(
+            "/v1/datasets/agree/runs",
+            json!({"event": {"type": "gdp", "mu": 0.01}, "steps": 4, "chunk_steps": 2}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{b}");
+    let run = b["run_id"]
+        .as_str()
+        .or(b["id"].as_str())
+        .unwrap()
+        .to_owned();
+    let (st, b) = raw(
+        &app,
+        "POST",
+        &format!("/v1/datasets/agree/runs/{run}/chunks"),
+        "null",
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{b}");
+    // points and alpha: both sets.
+    let (st, b) = app
+        .get("/v1/datasets/agree/tradeoff?points=4&alpha=0.123")
+        .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    let alphas: Vec<f64> = b["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["alpha"].as_f64().unwrap())
+        .collect();
+    assert_eq!(alphas.len(), 5, "{alphas:?}");
+    assert!(alphas.contains(&0.123) && alphas.windows(2).all(|w| w[0] < w[1]));
+    // Labels count characters, as maxLength does: 256 four-byte characters fit.
+    let label = "𝔼".repeat(256);
+    let (st, b) = app
+        .post(
+            "/v1/datasets/agree/charges",
+            json!({"event": {"type": "gdp", "mu": 0.01}, "label": label}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{b}");
+}

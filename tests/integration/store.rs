@@ -513,3 +513,199 @@ async fn sqlite_group_commit_keeps_each_append_atomic_and_durable() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A ledger as the previous release (schema version 4: tokens, no grants, quotas or audit log)
+/// left it, written with that version's columns; then opened by this release, which migrates it.
+async fn previous_schema_upgrade(url: &str, kind: &str) {
+    use sqlx::Connection;
+    let n = |q: &str| {
+        if kind == "postgres" {
+            privacy_ledger::store::sql::numbered(q)
+        } else {
+            q.to_owned()
+        }
+    };
+    match kind {
+        "postgres" => privacy_ledger::store::postgres::PostgresStore::schema_at(url, 4)
+            .await
+            .unwrap(),
+        _ => privacy_ledger::store::sqlite::SqliteStore::schema_at(url, 4)
+            .await
+            .unwrap(),
+    }
+    // A dataset with one GDP charge of μ 0.6 (the filter's fields as version 2 added them), a
+    // budget entry, and a token, in version 4's columns.
+    let token = "pl_0000000000000000000000000000000000000000000000000000000000000004";
+    let hash = {
+        use sha2::{Digest, Sha256};
+        format!("{:x}", Sha256::digest(token.as_bytes()))
+    };
+    let event = r#"{"type":"gdp","mu":0.6}"#;
+    let state = privacy_ledger::accountant::composition::Composition::new(
+        privacy_ledger::accountant::NeighboringRelation::AddOrRemoveOne,
+        privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
+    )
+    .to_bytes();
+    let stmts: Vec<(String, Vec<String>)> =
+        vec![
+        (
+            n("INSERT INTO datasets (id, description, neighboring_relation, budget_mu, \
+               budget_delta, grid_step, version, charges, mu_spent, mu_spent_lower, mu_sq_spent, \
+               delta_spent, units, exact_mu, reserved, create_hash, state, created_at, updated_at) \
+               VALUES ('old', 'from v4', 'add_or_remove_one', 1.0, 1e-10, 1e-4, 2, 1, 0.6, 0.6, \
+               0.36, 0.0, 1, 0.6, 0, NULL, ?, '2026-01-01T00:00:00.000Z', \
+               '2026-01-02T00:00:00.000Z')"),
+            vec![],
+        ),
+        (
+            n("INSERT INTO entries (dataset_id, seq, kind, charge_id, event, idempotency_key, \
+               request_hash, mu_after, unit_mu, unit_delta, response, status, created_at) \
+               VALUES ('old', 1, 'charge', 'c-1', ?, 'k-1', 'h', 0.6, 0.6, 0.0, '{}', \
+               'committed', '2026-01-01T00:00:01.000Z')"),
+            vec![event.into()],
+        ),
+        (
+            n("INSERT INTO entries (dataset_id, seq, kind, budget_mu, budget_delta, created_at) \
+               VALUES ('old', 2, 'budget', 1.0, 1e-10, '2026-01-02T00:00:00.000Z')"),
+            vec![],
+        ),
+        (
+            n("INSERT INTO tokens (id, name, hash, role, created_at) \
+               VALUES ('t-4', 'old admin', ?, 'admin', '2026-01-01T00:00:00.000Z')"),
+            vec![hash.clone()],
+        ),
+    ];
+    let version: i64 = if kind == "postgres" {
+        let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+        for (i, (q, args)) in stmts.iter().enumerate() {
+            let mut query = sqlx::query(q);
+            if i == 0 {
+                query = query.bind(state.clone());
+            }
+            for a in args {
+                query = query.bind(a);
+            }
+            query.execute(&mut c).await.unwrap();
+        }
+        let v: i32 = sqlx::query_scalar("SELECT MAX(version) FROM schema_version")
+            .fetch_one(&mut c)
+            .await
+            .unwrap();
+        v.into()
+    } else {
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        for (i, (q, args)) in stmts.iter().enumerate() {
+            let mut query = sqlx::query(q);
+            if i == 0 {
+                query = query.bind(state.clone());
+            }
+            for a in args {
+                query = query.bind(a);
+            }
+            query.execute(&mut c).await.unwrap();
+        }
+        sqlx::query_scalar("SELECT MAX(version) FROM schema_version")
+            .fetch_one(&mut c)
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        version, 4,
+        "{kind}: the ledger starts at the previous version"
+    );
+
+    // This release opens it: migrated to the latest version, nothing lost.
+    let store = open_store(url).await.unwrap();
+    let row = store.get_dataset("old").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            row.version,
+            row.charges,
+            row.mu_spent,
+            row.mu_sq_spent,
+            row.units
+        ),
+        (2, 1, 0.6, Some(0.36), Some(1)),
+        "{kind}"
+    );
+    let entries = store.list_entries("old", None, 0, 10).await.unwrap();
+    assert_eq!(entries.len(), 2, "{kind}");
+    assert_eq!(
+        (entries[0].unit_mu, entries[0].principal.as_deref()),
+        (Some(0.6), None),
+        "{kind}: version 5's columns are NULL on old rows"
+    );
+    assert_eq!(
+        store.token_by_hash(&hash).await.unwrap().unwrap().name,
+        "old admin"
+    );
+    assert!(store.list_quotas("old").await.unwrap().is_empty());
+    assert!(store.list_grants("old").await.unwrap().is_empty());
+    // The old token works, the old charge's key replays, and new charges gate on what was spent.
+    let mut app = crate::api::TestApp::over_store(
+        store.clone(),
+        privacy_ledger::http::Limits::default(),
+        crate::api::temp_dir("upgrade"),
+    )
+    .await;
+    app.token = token.into();
+    let (s, d) = app.get("/v1/datasets/old").await;
+    assert_eq!(s, axum::http::StatusCode::OK, "{kind}: {d}");
+    let (s, b) = app
+        .post(
+            "/v1/datasets/old/charges",
+            serde_json::json!({"event": {"type": "gdp", "mu": 0.8}}),
+        )
+        .await;
+    assert_eq!(s, axum::http::StatusCode::CREATED, "{kind}: {b}");
+    assert!(
+        (b["charge"]["mu_after"].as_f64().unwrap() - 1.0).abs() < 1e-9,
+        "{kind}: {b}"
+    );
+    let (s, b) = app
+        .post(
+            "/v1/datasets/old/charges",
+            serde_json::json!({"event": {"type": "gdp", "mu": 0.01}}),
+        )
+        .await;
+    assert_eq!(s, axum::http::StatusCode::CONFLICT, "{kind}: {b}");
+    // Version 5's audit log works on the upgraded ledger (the charges above are in it).
+    let heads = store.audit_heads().await.unwrap();
+    assert!(
+        heads
+            .iter()
+            .any(|(chain, seq, _)| chain == "old" && *seq >= 2),
+        "{kind}: {heads:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_sqlite_ledger_of_the_previous_schema_is_upgraded() {
+    let dir = crate::api::temp_dir("upgrade-sqlite");
+    previous_schema_upgrade(
+        &format!("sqlite://{}", dir.join("v4.db").display()),
+        "sqlite",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_postgres_ledger_of_the_previous_schema_is_upgraded() {
+    use sqlx::Connection;
+    let Some(url) = postgres_url() else {
+        eprintln!("skipped: set TEST_DATABASE_URL to run the PostgreSQL upgrade test");
+        return;
+    };
+    // A database of its own: the shared test database is at the latest version already.
+    let name = format!("upgrade_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let base = url.rsplit_once('/').unwrap().0;
+    previous_schema_upgrade(&format!("{base}/{name}"), "postgres").await;
+    let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await;
+}
