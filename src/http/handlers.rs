@@ -148,20 +148,13 @@ fn created_or_ok(created: bool) -> StatusCode {
 
 /// A body that may be empty (`{}` then).
 fn optional_body(body: &axum::body::Bytes) -> ApiResult<Value> {
-    use crate::accountant::json::{parse_strict, ParseError};
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Default::default()));
     }
-    // Strict as every other body (a key given twice, NUL: 422); `null` means no options.
-    match parse_strict(body) {
-        Ok(Value::Null) => Ok(Value::Object(Default::default())),
-        Ok(v) => Ok(v),
-        Err(ParseError::Syntax(m)) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "malformed_json",
-            format!("the body is not valid JSON: {m}"),
-        )),
-        Err(ParseError::Invalid(e)) => Err(e.into()),
+    // Strict as every other body; `null` means no options.
+    match super::json_body(body)? {
+        Value::Null => Ok(Value::Object(Default::default())),
+        v => Ok(v),
     }
 }
 

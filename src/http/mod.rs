@@ -143,7 +143,6 @@ impl<S: Send + Sync> FromRequest<S> for ApiJson<serde_json::Value> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        use crate::accountant::json::{parse_strict, ParseError};
         let json = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -171,16 +170,22 @@ impl<S: Send + Sync> FromRequest<S> for ApiJson<serde_json::Value> {
                 StatusCode::PAYLOAD_TOO_LARGE => error::for_status(StatusCode::PAYLOAD_TOO_LARGE),
                 s => ApiError::new(s, "unreadable_body", r.body_text()),
             })?;
-        match parse_strict(&bytes) {
-            Ok(v) => Ok(ApiJson(v)),
-            Err(ParseError::Syntax(m)) => Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "malformed_json",
-                format!("the body is not valid JSON: {m}"),
-            )),
-            Err(ParseError::Invalid(e)) => Err(e.into()),
-        }
+        json_body(&bytes).map(ApiJson)
     }
+}
+
+/// A request body parsed strictly ([`crate::accountant::json::parse_strict`]): 400 when it is
+/// not JSON, 422 naming the path for a key given twice or a NUL character.
+pub(crate) fn json_body(bytes: &[u8]) -> Result<serde_json::Value, ApiError> {
+    use crate::accountant::json::{parse_strict, ParseError};
+    parse_strict(bytes).map_err(|e| match e {
+        ParseError::Syntax(m) => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            format!("the body is not valid JSON: {m}"),
+        ),
+        ParseError::Invalid(e) => e.into(),
+    })
 }
 
 #[derive(OpenApi)]
