@@ -240,6 +240,35 @@ async fn charges(s: &Service, clients: usize, datasets: usize, seconds: f64) -> 
     measured(lat, start.elapsed().as_secs_f64())
 }
 
+/// The mean size of the service's commit groups so far (from its `/metrics`).
+async fn mean_group(s: &Service) -> f64 {
+    let text = reqwest::Client::new()
+        .get(format!("{}/metrics", s.base))
+        .bearer_auth(&s.token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    if std::env::var("SHOW_METRICS").is_ok() {
+        for l in text
+            .lines()
+            .filter(|l| l.contains("_sum") || l.contains("_count"))
+        {
+            println!("{l}");
+        }
+    }
+    value("privacy_ledger_group_commit_size_sum") / value("privacy_ledger_group_commit_size_count")
+}
+
 fn row(name: &str, m: &Measured) {
     println!("| {name} | {:.0} | {:.2} | {:.2} |", m.rate, m.p50, m.p99);
 }
@@ -265,8 +294,10 @@ async fn main() {
         None,
     );
     let ours = charges(&svc, a.clients, a.datasets, a.seconds).await;
+    let group = mean_group(&svc).await;
     drop(svc);
     row("service, durable GDP charges (SQLite)", &ours);
+    println!("(SQLite: {group:.1} writes per commit on average)");
     let mut ratios = vec![("SQLite", ours.rate / raw.rate)];
     if let Some(url) = &a.postgres {
         let raw = raw_postgres(url, a.seconds).await;

@@ -47,7 +47,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// HELP text of every metric the service records (one place).
 fn describe_metrics() {
-    use metrics::{describe_counter, describe_histogram, Unit};
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(
         "privacy_ledger_charges_total",
         "Units gated, by dataset and outcome (admitted, replayed, rejected, error)"
@@ -72,7 +72,25 @@ fn describe_metrics() {
     );
     describe_histogram!(
         "privacy_ledger_group_commit_size",
-        "Appends committed together in one SQLite transaction"
+        "Writes (appends, datasets, tokens, grants, audit records) committed together in one SQLite transaction"
+    );
+    describe_histogram!(
+        "privacy_ledger_group_commit_seconds",
+        Unit::Seconds,
+        "Time of one SQLite commit group: its writes and the durable COMMIT"
+    );
+    describe_histogram!(
+        "privacy_ledger_commit_seconds",
+        Unit::Seconds,
+        "Time of a SQLite group's COMMIT alone (WAL writes and fsync)"
+    );
+    describe_gauge!(
+        "privacy_ledger_sqlite_wal_frames",
+        "Frames in the SQLite write-ahead log at the last checkpoint"
+    );
+    describe_gauge!(
+        "privacy_ledger_sqlite_wal_frames_uncopied",
+        "Frames the last SQLite checkpoint could not copy into the database file (readers still use them)"
     );
     describe_counter!(
         "privacy_ledger_http_requests_total",

@@ -313,6 +313,31 @@ mod tests {
     }
 
     #[test]
+    fn the_upper_mu_alone_is_the_reports_upper_mu() {
+        use crate::accountant::guarantee::Guarantee;
+        let e = Event::from_json(&json!({"type": "composed", "events": [
+            {"type": "gdp", "mu": 0.3},
+            {"type": "gaussian", "noise_multiplier": 3.0}
+        ]}))
+        .unwrap();
+        let mut c = GdpComposition::new(NeighboringRelation::AddOrRemoveOne);
+        c.push(&e, &JsonPath::root()).unwrap();
+        for slack in [0.0, 1e-9, 1e-5, 0.3] {
+            assert_eq!(
+                c.mu_upper(slack),
+                Guarantee::mu(&c, slack).upper,
+                "slack {slack}"
+            );
+        }
+        let mut huge = GdpComposition::new(NeighboringRelation::AddOrRemoveOne);
+        let big = Event::from_json(&json!({"type": "gdp", "mu": 1.5e308})).unwrap();
+        huge.push(&big, &JsonPath::root()).unwrap();
+        huge.push(&big, &JsonPath::root()).unwrap();
+        assert_eq!(huge.mu_upper(1e-5), None);
+        assert_eq!(Guarantee::mu(&huge, 1e-5).upper, None);
+    }
+
+    #[test]
     fn non_analytic_events_name_their_path() {
         let e = Event::from_json(&json!({"type": "composed", "events": [
             {"type": "gdp", "mu": 0.3},

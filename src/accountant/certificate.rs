@@ -186,6 +186,12 @@ impl FilterGuarantee {
             delta: c.delta,
         }
     }
+
+    /// Its parameters' bit patterns: two guarantees with the same key are the same guarantee
+    /// (every figure is a function of μ and δ alone).
+    pub fn key(&self) -> (u64, u64) {
+        (self.mu.to_bits(), self.delta.to_bits())
+    }
 }
 
 const U: f64 = rounding::U;

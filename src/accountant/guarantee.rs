@@ -30,6 +30,11 @@ pub trait Guarantee {
     fn beta_bounds(&self, alpha: f64) -> (f64, f64);
     /// μ fit for a δ slack.
     fn mu(&self, delta_slack: f64) -> MuReport;
+    /// The upper end of [`Guarantee::mu`] alone (`None` when no finite μ holds): what the gate
+    /// and the exact composition's μ need, without the lower bound's search.
+    fn mu_upper(&self, delta_slack: f64) -> Option<f64> {
+        self.mu(delta_slack).upper
+    }
     /// Probability mass at +∞ privacy loss (0 when none).
     fn infinity_mass(&self) -> f64;
     /// The CLT sums, when every component has functionals.
@@ -94,6 +99,10 @@ impl Guarantee for GdpComposition {
     /// ([`gdp::slack_mu_lower`] at μ⁻; μ⁻ itself at s = 0), the quantity the numerical engine brackets
     /// for a privacy-loss distribution. The regret of G_μ⁺ against the curve G_μ is 0 (the fit is
     /// the curve itself). μ⁺ = +∞ (√Σμᵢ² beyond f64::MAX) has no finite figure: null, with the reason.
+    /// μ⁺ whatever the slack, as in [`Guarantee::mu`] (its lower end is what the slack lowers).
+    fn mu_upper(&self, _delta_slack: f64) -> Option<f64> {
+        Some(self.mu_bounds().1).filter(|m| m.is_finite())
+    }
     fn mu(&self, delta_slack: f64) -> MuReport {
         let (lo, hi) = self.mu_bounds();
         if !hi.is_finite() {

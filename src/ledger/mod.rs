@@ -30,7 +30,9 @@ use crate::accountant::params::{DeltaSlack, GridStep, ReportOptions};
 use crate::accountant::report::Report;
 use crate::accountant::work::{self, Work};
 use crate::accountant::{AccountantError, Event, NeighboringRelation};
-use crate::store::{Conversion, DatasetRow, DatasetUpdate, EntryRow, Store, StoreError};
+use crate::store::{
+    Conversion, DatasetRow, DatasetUpdate, EntryRow, SharedBody, Store, StoreError,
+};
 use auth::{Action, Actor};
 pub use filter::GATE_TOLERANCE;
 use filter::{Exceeded, FilterState, Gate, Verdict};
@@ -427,6 +429,8 @@ pub struct Ledgers {
     cache: Mutex<ByteCache<String, (i64, Arc<Composition>)>>,
     /// What the gate reads of each dataset (row and quotas) as of this process's last write.
     gates: Mutex<ByteCache<String, Arc<GateInputs>>>,
+    /// Filter reports with the default options.
+    reports: FilterReports,
     /// JWTs from an identity provider, when configured.
     oidc: Option<Arc<oidc::Oidc>>,
     /// How much numerical work runs at once.
@@ -772,7 +776,7 @@ fn exact_with(
     let path = crate::accountant::json::JsonPath::root().field("event");
     let mut state = base.clone();
     state.push(event, &path)?;
-    let mu = state.guarantee()?.mu(delta).upper;
+    let mu = state.guarantee()?.mu_upper(delta);
     Ok((state, mu))
 }
 
@@ -795,6 +799,91 @@ fn filter_report(
         f.units().max(0) as u64,
         &opts,
     )
+}
+
+/// The key of a stored response's report that names its shared body.
+const SHARED: &str = "$shared";
+
+/// A response as stored for replays, and the part of it stored once for many entries: the
+/// report without its count of invocations (the same for every charge within the budget) goes
+/// to a [`SharedBody`] and the response keeps `{"$shared": digest, "invocations": n}` in its
+/// place (a few dozen bytes instead of kilobytes per charge). [`Ledgers::replay`] puts it back:
+/// the replayed body equals `body`.
+fn stored_response(body: &Value) -> (String, Option<SharedBody>) {
+    let Some(Value::Object(report)) = body.get("report") else {
+        return (body.to_string(), None);
+    };
+    let mut rest = report.clone();
+    let Some(invocations) = rest.remove("invocations") else {
+        return (body.to_string(), None);
+    };
+    let shared = SharedBody::new(Value::Object(rest).to_string());
+    let mut stored = body.clone();
+    stored["report"] = serde_json::json!({SHARED: shared.digest, "invocations": invocations});
+    (stored.to_string(), Some(shared))
+}
+
+/// Bytes of kept filter reports: 4 MiB (a report is ≈ 10 KB in memory).
+pub const REPORT_CACHE_BYTES: usize = 4 << 20;
+
+/// Filter reports with the default options, kept by guarantee and relation.
+///
+/// A filter's guarantee is the budget's (G_{μ_B} ⊗ f_{0,δ_B}) until spending passes it, so every
+/// charge on a dataset reports the same figures; only the count of invocations differs. A report is
+/// a pure function of (μ, δ, relation, options, invocations) ([`Report::build`]), so the kept
+/// report with its count replaced is exactly the one that would be built: this is a memo, not an
+/// approximation. Other options are built each time.
+#[derive(Clone)]
+struct FilterReports(Arc<Mutex<ByteCache<ReportKey, Arc<Report>>>>);
+
+/// A filter guarantee's parameters ([`crate::accountant::certificate::FilterGuarantee::key`]) and
+/// the neighbouring relation.
+type ReportKey = (u64, u64, NeighboringRelation);
+
+impl FilterReports {
+    fn new() -> Self {
+        FilterReports(Arc::new(Mutex::new(ByteCache::new(REPORT_CACHE_BYTES))))
+    }
+
+    /// [`filter_report`], kept when `opts` are the defaults.
+    fn get(
+        &self,
+        f: &FilterState,
+        budget: &Budget,
+        relation: NeighboringRelation,
+        opts: &ReportOptions,
+    ) -> Report {
+        if *opts != *DEFAULT_REPORT_OPTIONS {
+            return filter_report(f, budget, relation, opts);
+        }
+        let (mu, delta) = budget.guarantee(f).key();
+        let key = (mu, delta, relation);
+        let kept = self.0.lock().expect("filter reports").get(&key);
+        let mut report = match kept {
+            Some(r) => (*r).clone(),
+            None => {
+                let r = filter_report(f, budget, relation, opts);
+                let bytes = report_bytes(&r);
+                self.0
+                    .lock()
+                    .expect("filter reports")
+                    .insert(key, Arc::new(r.clone()), bytes);
+                r
+            }
+        };
+        report.invocations = f.units().max(0) as u64;
+        report
+    }
+}
+
+/// The default report options, built once.
+static DEFAULT_REPORT_OPTIONS: std::sync::LazyLock<ReportOptions> =
+    std::sync::LazyLock::new(ReportOptions::default);
+
+/// A report's size in memory, roughly (its lists dominate).
+fn report_bytes(r: &Report) -> usize {
+    std::mem::size_of::<Report>()
+        + 64 * (r.epsilon.len() + r.delta.len() + r.tradeoff.len() + r.tier2.rows.len())
 }
 
 /// Why the gate refused `unit`: the dataset's budget (`quota = None`) or the caller's share. The
@@ -872,6 +961,7 @@ impl Ledgers {
             locks: Mutex::new(HashMap::new()),
             cache: Mutex::new(ByteCache::new(STATE_CACHE_BYTES)),
             gates: Mutex::new(ByteCache::new(GATE_CACHE_BYTES)),
+            reports: FilterReports::new(),
             oidc: None,
             admission: admission::Admission::new(admission::AdmissionConfig::default()),
         }
@@ -1247,11 +1337,33 @@ impl Ledgers {
         if e.request_hash.as_deref() != Some(request_hash) {
             return Err(LedgerError::IdempotencyKeyReused(key.to_owned()));
         }
-        e.response
+        let unreadable = || LedgerError::Internal("stored outcome unreadable".into());
+        let mut body: Value = e
+            .response
             .as_deref()
             .and_then(|r| serde_json::from_str(r).ok())
-            .map(Some)
-            .ok_or_else(|| LedgerError::Internal("stored outcome unreadable".into()))
+            .ok_or_else(unreadable)?;
+        // A report stored once for many charges ([`stored_response`]): put back in place.
+        let shared = body.get("report").and_then(|r| {
+            Some((
+                r.get(SHARED)?.as_str()?.to_owned(),
+                r.get("invocations")?.clone(),
+            ))
+        });
+        if let Some((digest, invocations)) = shared {
+            let text = self
+                .store
+                .shared_body(&digest)
+                .await?
+                .ok_or_else(unreadable)?;
+            let mut report: Value = serde_json::from_str(&text).map_err(|_| unreadable())?;
+            report
+                .as_object_mut()
+                .ok_or_else(unreadable)?
+                .insert("invocations".into(), invocations);
+            body["report"] = report;
+        }
+        Ok(Some(body))
     }
 
     /// Gates and, if admitted, appends a charge. See the module docs.
@@ -1423,14 +1535,11 @@ impl Ledgers {
                 }
             };
             let relation = relation_of(&row)?;
-            // The filter's report is closed-form (μ-GDP of the budget and of what was spent).
+            // The filter's report is closed-form (μ-GDP of the budget and of what was spent), and
+            // the same for every charge within the budget: kept.
+            let reports = self.reports.clone();
             let report = blocking(&self.admission, admission::Cost::Light, move || {
-                Ok(filter_report(
-                    &after,
-                    &budget,
-                    relation,
-                    &ReportOptions::default(),
-                ))
+                Ok(reports.get(&after, &budget, relation, &DEFAULT_REPORT_OPTIONS))
             })
             .await?;
             let ts = now();
@@ -1454,6 +1563,7 @@ impl Ledgers {
                 created_at: ts.clone(),
             };
             let body = serde_json::json!({"charge": charge, "report": report});
+            let (response, shared) = stored_response(&body);
             let entry = EntryRow {
                 seq: charge.seq,
                 charge_id: Some(charge.id.clone()),
@@ -1465,7 +1575,8 @@ impl Ledgers {
                 mu_after: Some(after.mu()),
                 unit_mu: Some(g.unit.mu()),
                 unit_delta: Some(g.unit.delta()),
-                response: Some(body.to_string()),
+                response: Some(response),
+                shared,
                 run_id: charge.run_id.clone(),
                 chunk: charge.chunk,
                 status: Some(status.into()),
@@ -1537,9 +1648,10 @@ impl Ledgers {
         let base = self.state(&row).await?;
         let relation = relation_of(&row)?;
         let cost = cost_of(&base, &req.event);
+        let reports = self.reports.clone();
         blocking(&self.admission, cost, move || {
             let g = gate_compute(base, req.event, &gate, req.delta, false)?;
-            let opts = ReportOptions::default();
+            let opts = &*DEFAULT_REPORT_OPTIONS;
             Ok(match g.verdict {
                 Verdict::Admitted(after, _) => Preview {
                     admitted: true,
@@ -1549,7 +1661,7 @@ impl Ledgers {
                     mu_budget: budget.mu(),
                     delta_budget: budget.delta(),
                     reason: None,
-                    report: filter_report(&after, &budget, relation, &opts),
+                    report: reports.get(&after, &budget, relation, opts),
                 },
                 Verdict::Rejected(by, why) => {
                     let r = rejection(&gate, g.unit, by, why);
@@ -1561,7 +1673,7 @@ impl Ledgers {
                         mu_budget: budget.mu(),
                         delta_budget: budget.delta(),
                         reason: Some(r.reason),
-                        report: filter_report(&filter, &budget, relation, &opts),
+                        report: reports.get(&filter, &budget, relation, opts),
                     }
                 }
             })
@@ -1628,8 +1740,9 @@ impl Ledgers {
         let budget = budget_of(&row)?;
         let relation = relation_of(&row)?;
         let cost = admission::Cost::light_if(state.is_analytic());
+        let reports = self.reports.clone();
         blocking(&self.admission, cost, move || {
-            let report = filter_report(&filter, &budget, relation, &opts);
+            let report = reports.get(&filter, &budget, relation, &opts);
             let exact_opts = ReportOptions {
                 delta_slack: budget.delta_slack(),
                 ..opts

@@ -25,9 +25,12 @@
 //! `audit` (one hash-chained record per state change, a chain per dataset plus one for tokens) and
 //! `audit_heads` (each chain's last seq and hash, written in the same transaction, so a deleted last
 //! record is detected too). See [`audit_hash`].
+//! Version 6 adds `shared_bodies`: parts of stored responses that many entries share (a charge's
+//! report is the same for every charge within the budget), stored once under their SHA-256 and
+//! referred to from `entries.response` ([`SharedBody`]); `entries_run` indexes run entries only.
 
 /// The schema version this release writes (the last of [`MIGRATIONS`]).
-pub const LATEST: i64 = 5;
+pub const LATEST: i64 = 6;
 
 /// Schema migrations after version 1, as (version, statements); the SQL is portable between
 /// SQLite and PostgreSQL (`REAL` is `float4` in PostgreSQL, so `DOUBLE PRECISION` is spelt out
@@ -120,6 +123,19 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             )",
         ],
     ),
+    (
+        6,
+        &[
+            "CREATE TABLE IF NOT EXISTS shared_bodies (
+                digest TEXT PRIMARY KEY,
+                body TEXT NOT NULL
+            )",
+            // Only run entries need the run index: a plain charge no longer writes a page of it.
+            "DROP INDEX IF EXISTS entries_run",
+            "CREATE INDEX IF NOT EXISTS entries_run ON entries (dataset_id, run_id) \
+                WHERE run_id IS NOT NULL",
+        ],
+    ),
 ];
 
 #[cfg(test)]
@@ -137,6 +153,10 @@ pub fn migration_sql(stmt: &str, float: &str, int: &str, serial: &str) -> String
 
 /// SQL shared by both stores, with `?` placeholders ([`numbered`] makes PostgreSQL's `$n`).
 pub mod sql {
+    /// Keeps a shared body (the same digest always names the same text, so a present one stays).
+    pub const SHARED_BODY_INSERT: &str = "INSERT INTO shared_bodies (digest, body) VALUES (?, ?) \
+        ON CONFLICT (digest) DO NOTHING";
+    pub const SHARED_BODY_GET: &str = "SELECT body FROM shared_bodies WHERE digest = ?";
     pub const AUDIT_HEAD_INIT: &str =
         "INSERT INTO audit_heads (chain, seq, hash) VALUES (?, 0, ?) ON CONFLICT (chain) DO NOTHING";
     /// Takes the chain's next seq (and, on PostgreSQL, the head's row lock until commit).
@@ -334,6 +354,7 @@ macro_rules! row_decoders {
                 status: r.get("status"),
                 principal: r.get("principal"),
                 quota: r.get("quota"),
+                shared: None,
                 created_at: r.get("created_at"),
             }
         }
@@ -455,7 +476,29 @@ pub struct EntryRow {
     /// A charge: the share of the budget that paid for it (a principal's quota, `*` for the
     /// unallocated share; `None` when the dataset had no quotas).
     pub quota: Option<String>,
+    /// Written with the entry (never read back into it): a part of `response` stored once for
+    /// every entry that shares it.
+    pub shared: Option<SharedBody>,
     pub created_at: String,
+}
+
+/// Text that many entries' responses share, kept once under its digest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedBody {
+    /// Hex SHA-256 of `body`.
+    pub digest: String,
+    pub body: String,
+}
+
+impl SharedBody {
+    /// `body` under its digest.
+    pub fn new(body: String) -> Self {
+        use sha2::{Digest, Sha256};
+        SharedBody {
+            digest: format!("{:x}", Sha256::digest(body.as_bytes())),
+            body,
+        }
+    }
 }
 
 impl EntryRow {
@@ -482,6 +525,7 @@ impl EntryRow {
             status: None,
             principal: None,
             quota: None,
+            shared: None,
             created_at,
         }
     }
@@ -715,6 +759,8 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<DatasetRow>, StoreError>;
     /// The entry that used an idempotency key, if any.
     async fn find_entry_by_key(&self, id: &str, key: &str) -> Result<Option<EntryRow>, StoreError>;
+    /// The shared body under `digest` (see [`SharedBody`]), if any.
+    async fn shared_body(&self, digest: &str) -> Result<Option<String>, StoreError>;
     /// The charge with this id, if any.
     async fn find_charge(&self, id: &str, charge_id: &str) -> Result<Option<EntryRow>, StoreError>;
     /// A run's entries (its declaration and its chunks), in order.

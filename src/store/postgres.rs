@@ -305,6 +305,14 @@ impl Store for PostgresStore {
         Ok(rows.iter().map(dataset_from_row).collect())
     }
 
+    async fn shared_body(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar(&sql::numbered(sql::SHARED_BODY_GET))
+            .bind(digest)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)
+    }
+
     async fn find_entry_by_key(&self, id: &str, key: &str) -> Result<Option<EntryRow>, StoreError> {
         let row = sqlx::query(&sql::numbered(sql::ENTRY_BY_KEY))
             .bind(id)
@@ -412,6 +420,14 @@ impl Store for PostgresStore {
             insert_audit(&mut tx, a).await.map_err(unavailable)?;
         }
         let seq = expected_version + 1;
+        if let Some(b) = &entry.shared {
+            sqlx::query(&sql::numbered(sql::SHARED_BODY_INSERT))
+                .bind(&b.digest)
+                .bind(&b.body)
+                .execute(&mut *tx)
+                .await
+                .map_err(unavailable)?;
+        }
         let ins = sqlx::query(&sql::numbered(sql::ENTRY_INSERT))
             .bind(id)
             .bind(seq)

@@ -140,6 +140,9 @@ fn append_in(
     }
     let seq = expected_version + 1;
     let e = entry;
+    if let Some(b) = &e.shared {
+        exec(c, sql::SHARED_BODY_INSERT, params![b.digest, b.body])?;
+    }
     let inserted = c.prepare_cached(sql::ENTRY_INSERT).and_then(|mut s| {
         s.execute(params![
             id,
@@ -365,6 +368,14 @@ impl Store for SqliteStore {
             .await
             .map_err(unavailable)?;
         Ok(rows.iter().map(dataset_from_row).collect())
+    }
+
+    async fn shared_body(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar(sql::SHARED_BODY_GET)
+            .bind(digest)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)
     }
 
     async fn find_entry_by_key(&self, id: &str, key: &str) -> Result<Option<EntryRow>, StoreError> {

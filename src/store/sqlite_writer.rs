@@ -11,6 +11,11 @@
 //! handful of statements of a few microseconds each, and running them on the thread that owns
 //! the connection, instead of handing every statement to a connection worker and back, is what
 //! makes a group as short as its fsync. Reads stay on the store's pool.
+//!
+//! Checkpoints (copying committed WAL frames into the database file, then syncing it) run on a
+//! thread of their own with its own connection (PASSIVE: they never block the writer or a
+//! reader), woken after commits; the writer's automatic checkpoint is off, so no group waits for
+//! one. Durability does not depend on them: a commit is durable once its WAL frames are synced.
 
 use super::{sql, AuditDraft, StoreError, AUDIT_GENESIS};
 use rusqlite::{params, Connection, OpenFlags};
@@ -100,14 +105,19 @@ impl Writer {
         conn.busy_timeout(Duration::from_secs(10))
             .map_err(unavailable)?;
         conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+            // temp_store = MEMORY: each write's savepoint journals the pages it changes in a
+            // statement journal; in memory, not a temporary file (it is never needed after a
+            // crash: an uncommitted transaction is simply absent from the WAL).
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
+             PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 0;",
         )
         .map_err(unavailable)?;
         conn.set_prepared_statement_cache_capacity(64);
+        let checkpoints = Checkpointer::start(path)?;
         let (jobs, rx) = tokio::sync::mpsc::channel(4 * MAX_GROUP);
         std::thread::Builder::new()
             .name("sqlite-writer".into())
-            .spawn(move || run(conn, rx))
+            .spawn(move || run(conn, rx, checkpoints))
             .map_err(|e| StoreError::Unavailable(format!("cannot start the SQLite writer: {e}")))?;
         Ok(Writer { jobs })
     }
@@ -129,9 +139,67 @@ impl Writer {
     }
 }
 
+/// Pause between checkpoints, so that one copies many commits' frames (a checkpoint syncs the
+/// database file each time). The WAL grows by at most what the writer commits in this time plus
+/// one checkpoint's duration.
+const CHECKPOINT_PAUSE: Duration = Duration::from_millis(100);
+
+/// The checkpoint thread's doorbell: rung after every commit, it stops when dropped.
+struct Checkpointer(std::sync::mpsc::SyncSender<()>);
+
+impl Checkpointer {
+    /// Opens a connection of its own to `path` and starts the checkpoint thread.
+    fn start(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(unavailable)?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(unavailable)?;
+        // One pending ring is enough: a checkpoint copies every frame committed before it.
+        let (bell, rung) = std::sync::mpsc::sync_channel::<()>(1);
+        std::thread::Builder::new()
+            .name("sqlite-checkpoint".into())
+            .spawn(move || {
+                while rung.recv().is_ok() {
+                    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, i64>(1)?,
+                            r.get::<_, i64>(2)?,
+                        ))
+                    });
+                    match done {
+                        Ok((_, log, copied)) => {
+                            metrics::gauge!("privacy_ledger_sqlite_wal_frames").set(log as f64);
+                            metrics::gauge!("privacy_ledger_sqlite_wal_frames_uncopied")
+                                .set((log - copied) as f64);
+                        }
+                        Err(e) => tracing::warn!(error = %e, "SQLite checkpoint failed"),
+                    }
+                    std::thread::sleep(CHECKPOINT_PAUSE);
+                }
+            })
+            .map_err(|e| {
+                StoreError::Unavailable(format!("cannot start the SQLite checkpointer: {e}"))
+            })?;
+        Ok(Checkpointer(bell))
+    }
+
+    /// Asks for a checkpoint (never waits: one already asked for will copy these frames too).
+    fn ring(&self) {
+        let _ = self.0.try_send(());
+    }
+}
+
 /// The writer thread: takes every write waiting (up to [`MAX_GROUP`]), runs them in one
-/// transaction, commits, answers.
-fn run(conn: Connection, mut jobs: tokio::sync::mpsc::Receiver<Box<dyn Job>>) {
+/// transaction, commits, answers, and asks for a checkpoint.
+fn run(
+    conn: Connection,
+    mut jobs: tokio::sync::mpsc::Receiver<Box<dyn Job>>,
+    checkpoints: Checkpointer,
+) {
     while let Some(first) = jobs.blocking_recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -141,7 +209,10 @@ fn run(conn: Connection, mut jobs: tokio::sync::mpsc::Receiver<Box<dyn Job>>) {
             }
         }
         metrics::histogram!("privacy_ledger_group_commit_size").record(group.len() as f64);
+        let started = std::time::Instant::now();
         let failure = run_group(&conn, &mut group).err();
+        metrics::histogram!("privacy_ledger_group_commit_seconds")
+            .record(started.elapsed().as_secs_f64());
         if failure.is_some() {
             // Leave no transaction open for the next group.
             let _ = conn.execute_batch("ROLLBACK");
@@ -149,20 +220,24 @@ fn run(conn: Connection, mut jobs: tokio::sync::mpsc::Receiver<Box<dyn Job>>) {
         for job in group {
             job.finish(failure.clone());
         }
+        checkpoints.ring();
     }
 }
 
 /// BEGIN, each write in a savepoint, COMMIT; the failure of the whole, if any.
 fn run_group(conn: &Connection, group: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
-    conn.execute_batch("BEGIN IMMEDIATE").map_err(unavailable)?;
+    exec(conn, "BEGIN IMMEDIATE", [])?;
     for job in group.iter_mut() {
-        conn.execute_batch("SAVEPOINT job").map_err(unavailable)?;
+        exec(conn, "SAVEPOINT job", [])?;
         if !job.run(conn) {
-            conn.execute_batch("ROLLBACK TO job").map_err(unavailable)?;
+            exec(conn, "ROLLBACK TO job", [])?;
         }
-        conn.execute_batch("RELEASE job").map_err(unavailable)?;
+        exec(conn, "RELEASE job", [])?;
     }
-    conn.execute_batch("COMMIT").map_err(unavailable)
+    let started = std::time::Instant::now();
+    let done = exec(conn, "COMMIT", []).map(drop);
+    metrics::histogram!("privacy_ledger_commit_seconds").record(started.elapsed().as_secs_f64());
+    done
 }
 
 /// Runs a cached statement; the number of rows it changed.

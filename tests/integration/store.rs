@@ -2,8 +2,8 @@
 
 use privacy_ledger::app::open_store;
 use privacy_ledger::store::{
-    audit_hash, AuditDraft, AuditQuery, DatasetRow, DatasetUpdate, EntryRow, QuotaRow, Store,
-    StoreError, AUDIT_GENESIS,
+    audit_hash, AuditDraft, AuditQuery, DatasetRow, DatasetUpdate, EntryRow, QuotaRow, SharedBody,
+    Store, StoreError, AUDIT_GENESIS,
 };
 use std::sync::Arc;
 
@@ -58,6 +58,7 @@ fn entry(key: Option<&str>) -> EntryRow {
         status: Some("committed".into()),
         principal: Some("alice".into()),
         quota: None,
+        shared: None,
         created_at: "2026-01-01T00:00:01.000Z".into(),
     }
 }
@@ -378,6 +379,38 @@ async fn contract(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(later.is_empty());
+
+    // Shared bodies: written with the entry that carries one (all or nothing), kept once
+    // whatever number of entries share them, found by digest.
+    let sid = format!("{p}-shared");
+    store
+        .create_dataset(&dataset(&sid), b"s0", None)
+        .await
+        .unwrap();
+    let body = SharedBody::new(format!("{{\"report\": \"{p}\"}}"));
+    let lost = SharedBody::new(format!("{{\"lost\": \"{p}\"}}"));
+    assert_eq!(store.shared_body(&body.digest).await.unwrap(), None);
+    let with = |b: &SharedBody| EntryRow {
+        shared: Some(b.clone()),
+        ..entry(None)
+    };
+    for version in 0..2 {
+        store
+            .append(&sid, version, &with(&body), &update(version + 1, 0.1), None)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store
+            .append(&sid, 0, &with(&lost), &update(3, 0.1), None)
+            .await,
+        Err(StoreError::VersionConflict)
+    );
+    assert_eq!(
+        store.shared_body(&body.digest).await.unwrap().as_deref(),
+        Some(body.body.as_str())
+    );
+    assert_eq!(store.shared_body(&lost.digest).await.unwrap(), None);
 }
 
 #[tokio::test]
