@@ -85,8 +85,8 @@ impl FreeParameter {
 
     fn describe(self) -> &'static str {
         match self {
-            Self::NoiseMultiplier => "a gaussian or laplace event whose noise_multiplier",
-            Self::Count => "a self_composed event whose count",
+            Self::NoiseMultiplier => "gaussian or laplace event (whose noise_multiplier is free)",
+            Self::Count => "self_composed event (whose count is free)",
         }
     }
 }
@@ -168,7 +168,7 @@ impl Judge for MuTarget<'_> {
     }
 
     fn reachable(&mut self) -> Result<(), AccountantError> {
-        match self.base.guarantee()?.mu(self.delta_slack).upper {
+        match self.base.guarantee()?.mu_upper(self.delta_slack) {
             Some(mu) if mu <= self.target => Ok(()),
             base => Err(AccountantError::Unsupported {
                 path: String::new(),
@@ -206,7 +206,8 @@ pub fn calibrate_by(
         locate(event, free, path).ok_or_else(|| AccountantError::Unsupported {
             path: path.to_string(),
             reason: format!(
-                "there is no {} could be calibrated (the first one in a depth-first walk is used)",
+                "the event contains no {}: nothing to calibrate (the first one in a \
+                 depth-first walk would be used)",
                 free.describe()
             ),
         })?;
@@ -248,7 +249,7 @@ pub fn with_free_parameter(
     let (loc, leaf_path) =
         locate(event, free, path).ok_or_else(|| AccountantError::Unsupported {
             path: path.to_string(),
-            reason: format!("there is no {} could be set", free.describe()),
+            reason: format!("the event contains no {}: nothing to set", free.describe()),
         })?;
     let field = leaf_path.field(free.as_str());
     let mut out = event.clone();
@@ -540,7 +541,7 @@ mod tests {
         let e = with_free_parameter(e, free, value, &root()).unwrap();
         let mut c = base.clone();
         c.push(&e, &root()).ok()?;
-        c.guarantee().ok()?.mu(SLACK).upper
+        c.guarantee().ok()?.mu_upper(SLACK)
     }
 
     #[test]

@@ -351,9 +351,9 @@ pub async fn preview_charge(
 /// trade-off curve, the Tier-II table and the CLT estimate (approximate).
 #[utoipa::path(get, path = "/v1/datasets/{id}/report", tag = "reports",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
-           ("deltas" = Option<String>, Query, description = "Comma-separated δ values for ε(δ), each in [0, 1] (at most 1000)", pattern = r"^\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*(,\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*)*$"),
-           ("epsilons" = Option<String>, Query, description = "Comma-separated ε values for δ(ε), each in [0, 1e6] (at most 1000)", pattern = r"^\s*([0-9]{1,6}(\.[0-9]*)?|\.[0-9]+)([eE]-[0-9]+)?\s*(,\s*([0-9]{1,6}(\.[0-9]*)?|\.[0-9]+)([eE]-[0-9]+)?\s*)*$"),
-           ("alphas" = Option<String>, Query, description = "Comma-separated α values for the trade-off curve, each in [0, 1] (at most 1000)", pattern = r"^\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*(,\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*)*$")),
+           ("deltas" = Option<String>, Query, description = "Comma-separated δ values for ε(δ), each in [0, 1] (no spaces; written like 0.05, 1 or 1e-5)"),
+           ("epsilons" = Option<String>, Query, description = "Comma-separated ε values for δ(ε), each in [0, 1e6] (no spaces; written like 2, 0.5 or 5e-3)"),
+           ("alphas" = Option<String>, Query, description = "Comma-separated α values for the trade-off curve, each in [0, 1] (no spaces; written like 0.05, 1 or 1e-5)")),
     responses((status = 200, description = "The report", body = DatasetReport),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
@@ -374,7 +374,7 @@ pub async fn get_report(
 #[utoipa::path(get, path = "/v1/datasets/{id}/tradeoff", tag = "reports",
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
            ("points" = Option<usize>, Query, description = "Number of α values spread over [1e-10, 1] (2-10000; default 100 unless alpha is given)", minimum = 2, maximum = 10000),
-           ("alpha" = Option<String>, Query, description = "Comma-separated α values, each in [0, 1] (at most 1000; with points, both sets)", pattern = r"^\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*(,\s*(0*(\.[0-9]*)?|0*1(\.0*)?|[0-9]+(\.[0-9]*)?[eE]-0*[1-9][0-9]*)\s*)*$")),
+           ("alpha" = Option<String>, Query, description = "Comma-separated α values, each in [0, 1] (no spaces; written like 0.05, 1 or 1e-5; with points, both sets)")),
     responses((status = 200, description = "The curve", body = TradeoffView),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
@@ -606,9 +606,10 @@ fn audit_time(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<Strin
            ("since" = Option<String>, Query, description = "Records at or after this RFC 3339 time", format = DateTime),
            ("until" = Option<String>, Query, description = "Records before this RFC 3339 time", format = DateTime),
            ("after" = Option<i64>, Query, description = "Records with id > after (the previous page's next_cursor)", minimum = 0),
-           ("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100; up to 10000 with format=jsonl)", minimum = 1, maximum = 10000),
+           ("limit" = Option<i64>, Query, description = "Most records returned (1-10000; default 100, or 10000 with format=jsonl). A JSON page holds at most 1000: next_cursor continues", minimum = 1, maximum = 10000),
            ("format" = Option<AuditFormat>, Query, description = "`json` (default) or `jsonl`")),
-    responses((status = 200, description = "A page of the audit log (with format=jsonl: one AuditRecord per line, as application/x-ndjson)", body = AuditPage),
+    responses((status = 200, description = "A page of the audit log (with format=jsonl: one AuditRecord per line, the next cursor in X-Next-Cursor)",
+                content((AuditPage = "application/json"), (String = "application/x-ndjson"))),
               (status = 403, description = "The caller may not read this part of the log", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -639,8 +640,9 @@ pub async fn list_audit(
             ))
         }
     };
-    let limit = match (jsonl, q.get("limit")) {
-        (true, Some(l)) => l
+    // Any limit up to the export's; a JSON page holds at most MAX_PAGE (its cursor continues).
+    let limit = match q.get("limit") {
+        Some(l) => l
             .parse::<i64>()
             .ok()
             .filter(|n| (1..=MAX_AUDIT_EXPORT).contains(n))
@@ -650,9 +652,14 @@ pub async fn list_audit(
                     format!("must be a whole number in [1, {MAX_AUDIT_EXPORT}]"),
                 )
             })?,
-        (true, None) => MAX_AUDIT_EXPORT,
-        (false, _) => page_limit(&q)?,
+        None if jsonl => MAX_AUDIT_EXPORT,
+        None => DEFAULT_PAGE,
     };
+    let limit = if jsonl { limit } else { limit.min(MAX_PAGE) };
+    if let Some(d) = q.get("dataset_id") {
+        crate::ledger::input::dataset_id(d, &crate::accountant::json::JsonPath::root())
+            .map_err(|e| ApiError::invalid_param("query.dataset_id", e.reason))?;
+    }
     let after =
         match q.get("after") {
             None => 0,

@@ -245,8 +245,58 @@ fn api() -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = api().split_for_parts().1;
     every_operation_states_its_errors(&mut doc);
+    every_query_parameter_states_its_limits(&mut doc);
     doc
 }
+
+/// What [`check_params`] and the list parsers accept, stated on every query parameter: text
+/// parameters at most [`MAX_PARAM_CHARS`] characters without control characters (the pattern
+/// excludes exactly Unicode's Cc, which `char::is_control` refuses); the number lists' grammar
+/// from the parser's own constants ([`crate::ledger::input::UNIT_NUMBER`],
+/// [`crate::ledger::input::EPSILON_NUMBER`]).
+fn every_query_parameter_states_its_limits(doc: &mut utoipa::openapi::OpenApi) {
+    use crate::ledger::input::{list_pattern, EPSILON_NUMBER, UNIT_NUMBER};
+    use utoipa::openapi::path::ParameterIn;
+    use utoipa::openapi::schema::{Schema, SchemaType, Type};
+    use utoipa::openapi::RefOr;
+    for item in doc.paths.paths.values_mut() {
+        let ops = [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ];
+        for op in ops.into_iter().flatten() {
+            for p in op.parameters.iter_mut().flatten() {
+                if !matches!(p.parameter_in, ParameterIn::Query) {
+                    continue;
+                }
+                let Some(RefOr::T(Schema::Object(o))) = p.schema.as_mut() else {
+                    continue;
+                };
+                if o.schema_type != SchemaType::Type(Type::String) {
+                    continue;
+                }
+                o.max_length = Some(
+                    o.max_length
+                        .map_or(MAX_PARAM_CHARS, |m| m.min(MAX_PARAM_CHARS)),
+                );
+                match p.name.as_str() {
+                    "deltas" | "alphas" | "alpha" => o.pattern = Some(list_pattern(UNIT_NUMBER)),
+                    "epsilons" => o.pattern = Some(list_pattern(EPSILON_NUMBER)),
+                    _ if o.pattern.is_none() && o.format.is_none() => {
+                        o.pattern = Some(NO_CONTROL_CHARACTERS.into())
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Text without control characters (Unicode's Cc: U+0000–U+001F, U+007F–U+009F).
+const NO_CONTROL_CHARACTERS: &str = r"^[^\u0000-\u001F\u007F-\u009F]*$";
 
 /// Every operation can answer 4xx with the error body (401 without a valid token, 403, 404, 422
 /// for a malformed path or query parameter, 429 past the rate limit, 413/414/415…) and 503 (store

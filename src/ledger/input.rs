@@ -556,16 +556,35 @@ fn query_error(location: String, reason: impl Into<String>) -> InputError {
     }
 }
 
-/// A comma-separated list of numbers in query parameter `name`, each checked.
+/// How a number in [0, 1] is written in a query list (δ, α): a plain decimal (`0.05`, `.5`,
+/// `1`, `1.0`) or one digit with a negative power of ten (`1e-5`, `2.5E-3`). Every string it
+/// matches parses to a value in [0, 1] (one digit times 10⁻ᵏ, k ≥ 1, is below 1), so the OpenAPI
+/// pattern built from it ([`list_pattern`]) states exactly what the parser accepts.
+pub const UNIT_NUMBER: &str =
+    r"(?:0+(?:\.[0-9]*)?|0*\.[0-9]+|0*1(?:\.0*)?|[0-9](?:\.[0-9]*)?[eE]-0*[1-9][0-9]*)";
+
+/// How a number in [0, 10⁶] is written in a query list (ε): up to six integer digits with an
+/// optional fraction, optionally times a power of ten that is not positive (`2`, `0.5`,
+/// `123456.7`, `5e-3`); never above 999999.99… (which may round to 10⁶, still in range).
+pub const EPSILON_NUMBER: &str = r"(?:(?:[0-9]{1,6}(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]-0*[0-9]+)?)";
+
+/// The pattern of a comma-separated list of `number`s (no spaces, no empty elements).
+pub fn list_pattern(number: &str) -> String {
+    format!("^{number}(?:,{number})*$")
+}
+
+/// A comma-separated list of numbers in query parameter `name`, each written as `grammar` says
+/// ([`UNIT_NUMBER`], [`EPSILON_NUMBER`]) and checked.
 fn number_list<T>(
     q: &HashMap<String, String>,
     name: &str,
+    grammar: &Grammar,
     check: fn(f64) -> Result<T, String>,
 ) -> Result<Option<Vec<T>>, InputError> {
     let Some(s) = q.get(name) else {
         return Ok(None);
     };
-    let parts: Vec<&str> = s.split(',').filter(|p| !p.trim().is_empty()).collect();
+    let parts: Vec<&str> = s.split(',').collect();
     if parts.len() > MAX_POINTS {
         return Err(query_error(
             format!("query.{name}"),
@@ -577,26 +596,53 @@ fn number_list<T>(
         .enumerate()
         .map(|(i, p)| {
             let loc = format!("query.{name}[{i}]");
-            let x: f64 = p
-                .trim()
-                .parse()
-                .map_err(|_| query_error(loc.clone(), format!("{p:?} is not a number")))?;
+            let x: f64 = Some(p)
+                .filter(|p| grammar.0.is_match(p))
+                .and_then(|p| p.parse().ok())
+                .ok_or_else(|| {
+                    query_error(
+                        loc.clone(),
+                        format!("{p:?} is not {} (comma-separated, no spaces)", grammar.1),
+                    )
+                })?;
             check(x).map_err(|r| query_error(loc, r))
         })
         .collect::<Result<Vec<T>, InputError>>()
         .map(Some)
 }
 
+/// A number grammar anchored and compiled, with what it accepts in words.
+struct Grammar(regex::Regex, &'static str);
+
+/// [`UNIT_NUMBER`] and [`EPSILON_NUMBER`], compiled once.
+static UNIT: std::sync::LazyLock<Grammar> = std::sync::LazyLock::new(|| {
+    grammar(
+        UNIT_NUMBER,
+        "a number in [0, 1] written like 0.05, 1 or 1e-5",
+    )
+});
+static EPSILON: std::sync::LazyLock<Grammar> = std::sync::LazyLock::new(|| {
+    grammar(
+        EPSILON_NUMBER,
+        "a number in [0, 1e6] written like 2, 0.5 or 5e-3",
+    )
+});
+
+fn grammar(number: &str, says: &'static str) -> Grammar {
+    let re = regex::Regex::new(&format!("^{number}$")).expect("the number grammars compile");
+    Grammar(re, says)
+}
+
 /// `GET /v1/datasets/{id}/report?deltas=&epsilons=&alphas=`.
 pub fn report_query(q: &HashMap<String, String>) -> Result<ReportOptions, InputError> {
     let mut o = ReportOptions::default();
-    if let Some(v) = number_list(q, "deltas", Delta::new)? {
+    if let Some(v) = number_list(q, "deltas", &UNIT, Delta::new)? {
         o.deltas = v;
     }
-    if let Some(v) = number_list(q, "epsilons", Epsilon::new)? {
+    if let Some(v) = number_list(q, "epsilons", &EPSILON, Epsilon::new)? {
         o.epsilons = v;
     }
-    if let Some(v) = number_list(q, "alphas", Alpha::new)? {
+    if let Some(v) = number_list(q, "alphas", &UNIT, Alpha::new)? {
         o.alphas = v;
     }
     Ok(o)
@@ -631,7 +677,7 @@ pub fn tradeoff_query(q: &HashMap<String, String>) -> Result<Vec<Alpha>, InputEr
                 })?,
         ),
     };
-    let given = number_list(q, "alpha", Alpha::new)?;
+    let given = number_list(q, "alpha", &UNIT, Alpha::new)?;
     Ok(match (given, points) {
         (None, None) => curve_alphas(100),
         (None, Some(n)) => curve_alphas(n),
@@ -724,4 +770,73 @@ pub fn token_request(v: &Value) -> Result<(String, String, Option<u64>), InputEr
     };
     f.finish()?;
     Ok((name, role.to_owned(), days))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn list(name: &str, value: &str) -> HashMap<String, String> {
+        HashMap::from([(name.to_owned(), value.to_owned())])
+    }
+
+    proptest! {
+        /// Whatever the OpenAPI pattern allows, the parser accepts (and the value is in range).
+        #[test]
+        fn every_number_the_spec_allows_is_accepted(a in UNIT_NUMBER, b in UNIT_NUMBER, e in EPSILON_NUMBER) {
+            let q = list("deltas", &format!("{a},{b}"));
+            prop_assert_eq!(number_list(&q, "deltas", &UNIT, Delta::new).map(|v| v.map(|v| v.len())), Ok(Some(2)));
+            let q = list("epsilons", &e);
+            prop_assert!(number_list(&q, "epsilons", &EPSILON, Epsilon::new).is_ok());
+        }
+    }
+
+    #[test]
+    fn what_the_spec_refuses_the_parser_refuses() {
+        let spec = regex::Regex::new(&list_pattern(UNIT_NUMBER)).unwrap();
+        for good in [
+            "0",
+            "0.05",
+            ".5",
+            "1",
+            "1.0",
+            "1e-5",
+            "2.5E-3",
+            "1e-5,1e-9",
+            "0.",
+            "00.5",
+        ] {
+            assert!(spec.is_match(good), "{good}");
+            assert!(
+                number_list(&list("d", good), "d", &UNIT, Delta::new).is_ok(),
+                "{good}"
+            );
+        }
+        for bad in [
+            "", ".", "2", "10e-2", " 0.1", "0.1,", ",0.1", "0.1, 0.2", "1e5", "-0", "NaN", "inf",
+            "1.5",
+        ] {
+            assert!(!spec.is_match(bad), "{bad:?}");
+            assert!(
+                number_list(&list("d", bad), "d", &UNIT, Delta::new).is_err(),
+                "{bad:?}"
+            );
+        }
+        let spec = regex::Regex::new(&list_pattern(EPSILON_NUMBER)).unwrap();
+        for good in ["2", "0.5", "123456.7", "5e-3", "999999.99999999999999"] {
+            assert!(spec.is_match(good), "{good}");
+            assert!(
+                number_list(&list("e", good), "e", &EPSILON, Epsilon::new).is_ok(),
+                "{good}"
+            );
+        }
+        for bad in ["1000000", "1e6", "5e3", "-1", ""] {
+            assert!(!spec.is_match(bad), "{bad:?}");
+            assert!(
+                number_list(&list("e", bad), "e", &EPSILON, Epsilon::new).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
 }

@@ -523,3 +523,86 @@ async fn the_spec_and_the_server_agree_where_schemathesis_found_them_apart() {
         .await;
     assert_eq!(st, StatusCode::CREATED, "{b}");
 }
+
+/// The second schemathesis round's disagreements: every text query parameter states the length
+/// and characters `check_params` accepts; the number lists' patterns accept exactly what the
+/// server accepts (checked with the spec's own pattern on each sample); the audit log's limit,
+/// `dataset_id` and JSON-lines answer are as documented.
+#[tokio::test]
+async fn the_spec_and_the_server_agree_on_query_parameters() {
+    let spec: Value = serde_json::from_str(&privacy_ledger::http::openapi_json()).unwrap();
+    let mut patterns = std::collections::HashMap::new();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                let schema = &p["schema"];
+                if p["in"] != "query" || schema["type"] != "string" {
+                    continue;
+                }
+                let name = p["name"].as_str().unwrap();
+                assert!(
+                    schema["maxLength"].as_u64().is_some_and(|m| m <= 256),
+                    "{method} {path} {name}: {schema}"
+                );
+                assert!(
+                    schema.get("pattern").is_some() || schema.get("format").is_some(),
+                    "{method} {path} {name}: {schema}"
+                );
+                if let Some(re) = schema["pattern"].as_str() {
+                    patterns.insert(name.to_owned(), re.to_owned());
+                }
+            }
+        }
+    }
+    let ndjson = &spec["paths"]["/v1/audit"]["get"]["responses"]["200"]["content"];
+    assert!(ndjson.get("application/x-ndjson").is_some(), "{ndjson}");
+
+    let app = spawn_app().await;
+    app.dataset("agree2", 1.0).await;
+    let samples = [
+        "0", "0.05", ".5", "1", "1.0", "1e-5", "2.5E-3", "0.", "00.5", "1e-5,0.5", "", ".", "2",
+        "10e-2", "1.5", "0.1,", ",0.1", "0.1,,0.2", "-0", "1e5", "5e-3", "123456.7", "1000000",
+        "999999.5", "1e-400",
+    ];
+    for (name, route) in [
+        ("deltas", "report"),
+        ("epsilons", "report"),
+        ("alphas", "report"),
+        ("alpha", "tradeoff"),
+    ] {
+        let spec_re = regex::Regex::new(&patterns[name]).unwrap();
+        for sample in samples {
+            let (st, b) = app
+                .get(&format!("/v1/datasets/agree2/{route}?{name}={sample}"))
+                .await;
+            let allowed = spec_re.is_match(sample);
+            assert_eq!(
+                st == StatusCode::OK,
+                allowed,
+                "{name}={sample:?}: spec allows {allowed}, server {st} {b}"
+            );
+            if !allowed {
+                assert_eq!(
+                    st,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "{name}={sample:?} {b}"
+                );
+            }
+        }
+    }
+    let controls = regex::Regex::new(&patterns["cursor"]).unwrap();
+    for c in ['\u{0}', '\u{1f}', '\u{7f}', '\u{85}', '\u{9f}'] {
+        assert!(!controls.is_match(&format!("a{c}")), "{c:?}");
+    }
+    assert!(controls.is_match("ä\u{a0}z"));
+
+    // The audit log: an empty dataset id is refused; a JSON page caps a large limit at 1000.
+    let (st, b) = app.get("/v1/audit?dataset_id=").await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert_eq!(b["details"]["path"], "query.dataset_id");
+    let (st, b) = app.get("/v1/audit?limit=5000").await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert!(b["items"].as_array().unwrap().len() <= 1000);
+    let (st, _) = app.get("/v1/audit?limit=10001").await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
+}
