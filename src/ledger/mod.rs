@@ -104,6 +104,19 @@ enum Attempt {
     Done(ChargeOutcome),
     /// Start over from the store's current row.
     Retry,
+    /// The append is queued ([`Store::append_queued`]): the outcome once it is durable (the
+    /// dataset's lock may be released before: the next charge's append queues behind this one).
+    Queued(crate::store::PendingAppend, ChargeOutcome),
+}
+
+/// How an attempt to admit a unit may go.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    /// The gate's inputs are kept ones ([`GateInputs`]): a refusal on them is decided again on
+    /// the store's row.
+    from_cache: bool,
+    /// The append may be queued and the dataset's lock released before it is durable.
+    queue: bool,
 }
 
 /// How often a charge is retried when another writer appended first.
@@ -1097,9 +1110,19 @@ impl Ledgers {
 
     /// The composed state at `row.version` (from the cache when it is current).
     async fn state(&self, row: &DatasetRow) -> Result<Arc<Composition>, LedgerError> {
+        Ok(self.state_and_version(row).await?.1)
+    }
+
+    /// The composed state for `row` and the version it belongs to: `row.version` when cached for
+    /// it, else the store's (which may differ: a replica appended since the row was read, or —
+    /// for a row kept past a queued append — that append is not durable yet).
+    async fn state_and_version(
+        &self,
+        row: &DatasetRow,
+    ) -> Result<(i64, Arc<Composition>), LedgerError> {
         if let Some((v, c)) = self.cache.lock().expect("cache").get(&row.id) {
             if v == row.version {
-                return Ok(c);
+                return Ok((v, c));
             }
         }
         let (version, bytes) = self
@@ -1111,7 +1134,7 @@ impl Ledgers {
             LedgerError::Corrupt(row.id.clone(), format!("composition state: {e}"))
         })?);
         self.remember(&row.id, version, c.clone());
-        Ok(c)
+        Ok((version, c))
     }
 
     /// Caches a composed state (at most [`STATE_CACHE_BYTES`] in all; states dropped from the
@@ -1150,6 +1173,25 @@ impl Ledgers {
             .store
             .append(id, version, entry, update, bytes.as_deref())
             .await;
+        self.keep(id, version, update, state, &result);
+        match result {
+            Ok(_) => Ok(true),
+            Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => Ok(false),
+            Err(StoreError::NotFound) => Err(LedgerError::NotFound(id.to_owned())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The caches after an append at `version + 1` with `update` and `state` that ended in
+    /// `result` (or is queued and assumed to succeed: [`Ledgers::forget`] undoes that if not).
+    fn keep(
+        &self,
+        id: &str,
+        version: i64,
+        update: &DatasetUpdate,
+        state: Option<Arc<Composition>>,
+        result: &Result<i64, StoreError>,
+    ) {
         // Kept gate inputs stay only if they described the version appended on: then they move
         // to the next version exactly as the store's row did. Anything else drops them.
         {
@@ -1165,19 +1207,22 @@ impl Ledgers {
                 _ => gates.remove(&key),
             }
         }
-        match result {
-            Ok(_) => {
-                match state {
-                    Some(state) => self.remember(id, version + 1, state),
-                    // The state did not change, only its version.
-                    None => self.bump_cached_version(id, version),
-                }
-                Ok(true)
+        if result.is_ok() {
+            match state {
+                Some(state) => self.remember(id, version + 1, state),
+                // The state did not change, only its version.
+                None => self.bump_cached_version(id, version),
             }
-            Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => Ok(false),
-            Err(StoreError::NotFound) => Err(LedgerError::NotFound(id.to_owned())),
-            Err(e) => Err(e.into()),
         }
+    }
+
+    /// Drops what is kept of dataset `id` (a queued append failed: what was kept assumed it).
+    fn forget(&self, id: &str) {
+        self.gates
+            .lock()
+            .expect("gate inputs")
+            .remove(&id.to_owned());
+        self.cache.lock().expect("cache").remove(&id.to_owned());
     }
 
     /// Creates a dataset with an empty ledger. A retry of the same creation (same body) returns the
@@ -1442,6 +1487,13 @@ impl Ledgers {
     /// inputs describe — and the idempotency key's unique index refuses a replayed key. Any
     /// other outcome (a conflict, a duplicate key, or a rejection, which must not rest on inputs
     /// that may be stale) starts over from the store, replay check first.
+    ///
+    /// Where the store queues appends in order ([`Store::append_queued`], SQLite), the dataset's
+    /// lock is released once the append is queued, with the kept inputs already moved past it:
+    /// the next charge gates on them and queues behind it, so successive charges of one dataset
+    /// share a commit. Still exact: each append's compare-and-swap expects the version its
+    /// predecessor writes, so if one fails every one queued after it on that dataset fails too
+    /// and starts over (the kept inputs are dropped). Nothing is answered before it is durable.
     async fn admit(
         &self,
         actor: &Actor,
@@ -1454,17 +1506,22 @@ impl Ledgers {
             // Converts a version-1 ledger first (under the same lock, so not inside it).
             self.row(id).await?;
         }
-        let _guard = self.lock(id).await?;
         let result = async {
-            // Taken again under the lock: the one read before may have been superseded.
-            let mut cached = self.gates.lock().expect("gate inputs").get(&id.to_owned());
+            let mut from_cache = true;
             let mut conflicts = 0;
             for _ in 0..MAX_ATTEMPTS {
-                let (inputs, from_cache) = match cached.take() {
+                if !from_cache {
+                    back_off(conflicts).await;
+                    conflicts += 1;
+                }
+                let guard = self.lock(id).await?;
+                // Taken under the lock: a read before may have been superseded.
+                let cached = from_cache
+                    .then(|| self.gates.lock().expect("gate inputs").get(&id.to_owned()))
+                    .flatten();
+                let (inputs, kept) = match cached {
                     Some(inputs) => (inputs, true),
                     None => {
-                        back_off(conflicts).await;
-                        conflicts += 1;
                         let key = unit.idempotency_key.as_deref();
                         if let Some(body) = self.replay(id, key, &unit.request_hash).await? {
                             return Ok(ChargeOutcome {
@@ -1476,11 +1533,41 @@ impl Ledgers {
                     }
                 };
                 let (row, quotas) = (inputs.row.clone(), &inputs.quotas);
-                if let Attempt::Done(o) = self
-                    .admit_once(actor, id, &unit, row, quotas, from_cache)
+                match self
+                    .admit_once(
+                        actor,
+                        id,
+                        &unit,
+                        row,
+                        quotas,
+                        Mode {
+                            from_cache: kept,
+                            queue: true,
+                        },
+                    )
                     .await?
                 {
-                    return Ok(o);
+                    Attempt::Done(o) => return Ok(o),
+                    Attempt::Retry => from_cache = false,
+                    // The next charge of this dataset may gate (on the kept inputs, which
+                    // already include this one) and queue while this one commits.
+                    Attempt::Queued(pending, outcome) => {
+                        drop(guard);
+                        match pending.await {
+                            Ok(_) => return Ok(outcome),
+                            Err(StoreError::VersionConflict | StoreError::DuplicateKey) => {
+                                self.forget(id);
+                                from_cache = false;
+                            }
+                            Err(StoreError::NotFound) => {
+                                return Err(LedgerError::NotFound(id.to_owned()))
+                            }
+                            Err(e) => {
+                                self.forget(id);
+                                return Err(e.into());
+                            }
+                        }
+                    }
                 }
             }
             Err(LedgerError::Busy)
@@ -1500,11 +1587,18 @@ impl Ledgers {
         unit: &UnitRequest,
         row: DatasetRow,
         quotas: &[crate::store::QuotaRow],
-        from_cache: bool,
+        mode: Mode,
     ) -> Result<Attempt, LedgerError> {
+        let Mode { from_cache, queue } = mode;
         {
             let (gate, quota_row) = Self::gate_for(&row, quotas, &actor.principal.name)?;
-            let base = self.state(&row).await?;
+            // The exact composition extends the state of exactly this version: one of another
+            // version (a kept row's predecessor not yet durable, or a replica's newer one) would
+            // store a wrong composition under the next version. Start over from the store.
+            let (version, base) = self.state_and_version(&row).await?;
+            if version != row.version {
+                return Ok(Attempt::Retry);
+            }
             let budget = gate.budget;
             let (event, own, reserve) = (unit.event.clone(), unit.delta, unit.reserve);
             let g2 = gate.clone();
@@ -1622,6 +1716,20 @@ impl Ledgers {
                 }
                 None => None,
             };
+            if queue {
+                let bytes = state.as_ref().map(|s| s.to_bytes());
+                let queued =
+                    self.store
+                        .append_queued(id, row.version, &entry, &update, bytes.as_deref());
+                if let Some(pending) = queued {
+                    self.keep(id, row.version, &update, state, &Ok(row.version + 1));
+                    let outcome = ChargeOutcome {
+                        created: true,
+                        body,
+                    };
+                    return Ok(Attempt::Queued(pending, outcome));
+                }
+            }
             let appended = self.append(id, row.version, &entry, &update, state).await?;
             Ok(if appended {
                 Attempt::Done(ChargeOutcome {

@@ -364,7 +364,17 @@ impl Ledgers {
                 // meanwhile (by another replica) moved the version, and this attempt starts over.
                 let quotas = self.store.list_quotas(id).await?;
                 if let super::Attempt::Done(o) = self
-                    .admit_once(actor, id, &unit, row, &quotas, false)
+                    .admit_once(
+                        actor,
+                        id,
+                        &unit,
+                        row,
+                        &quotas,
+                        super::Mode {
+                            from_cache: false,
+                            queue: false,
+                        },
+                    )
                     .await?
                 {
                     return Ok(o);

@@ -735,6 +735,10 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// An append queued by [`Store::append_queued`]: its seq once durable.
+pub type PendingAppend =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<i64, StoreError>> + Send>>;
+
 /// The storage contract (object-safe so the service holds an `Arc<dyn Store>`).
 #[async_trait]
 pub trait Store: Send + Sync {
@@ -784,6 +788,21 @@ pub trait Store: Send + Sync {
         update: &DatasetUpdate,
         state: Option<&[u8]>,
     ) -> Result<i64, StoreError>;
+    /// [`Store::append`], queued now, its outcome once durable: the write is ordered after every
+    /// write queued before it and before every later one, so a caller may queue the append at the
+    /// next version before this one committed (if this one fails, that one's compare-and-swap
+    /// fails too). `None` when the store cannot queue (or its queue is full): append as usual.
+    /// PostgreSQL's transactions are independent (nothing orders them), so it never queues.
+    fn append_queued(
+        &self,
+        _id: &str,
+        _expected_version: i64,
+        _entry: &EntryRow,
+        _update: &DatasetUpdate,
+        _state: Option<&[u8]>,
+    ) -> Option<PendingAppend> {
+        None
+    }
     /// Writes the filter state of a version-1 ledger, once: only if the dataset is still at
     /// `expected_version` and has no filter state yet (else [`StoreError::VersionConflict`]).
     async fn convert(

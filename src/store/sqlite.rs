@@ -442,6 +442,22 @@ impl Store for SqliteStore {
             .await
     }
 
+    fn append_queued(
+        &self,
+        id: &str,
+        expected_version: i64,
+        entry: &EntryRow,
+        update: &DatasetUpdate,
+        state: Option<&[u8]>,
+    ) -> Option<super::PendingAppend> {
+        let (id, entry, update) = (id.to_owned(), entry.clone(), update.clone());
+        let state = state.map(<[u8]>::to_vec);
+        let pending = self.writer.queue(move |c| {
+            append_in(c, &id, expected_version, &entry, &update, state.as_deref())
+        })?;
+        Some(Box::pin(pending))
+    }
+
     async fn convert(
         &self,
         id: &str,

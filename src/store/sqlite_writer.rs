@@ -128,15 +128,44 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let job: Box<dyn Job> = Box::new(Typed {
-            write: Some(write),
-            outcome: None,
-            reply,
-        });
+        let (job, answer) = job(write);
         self.jobs.send(job).await.map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
+
+    /// Queues `write` now, behind every write queued before it (the writer runs them in queue
+    /// order); its result once its group is durable. `None` when the queue is full or the writer
+    /// stopped (nothing was queued).
+    pub fn queue<T, F>(
+        &self,
+        write: F,
+    ) -> Option<impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (job, answer) = job(write);
+        self.jobs.try_send(job).ok()?;
+        Some(async move { answer.await.map_err(|_| stopped())? })
+    }
+}
+
+/// Where a write's answer arrives.
+type Answer<T> = tokio::sync::oneshot::Receiver<Result<T, StoreError>>;
+
+/// A write as a job, and where its answer arrives.
+fn job<T, F>(write: F) -> (Box<dyn Job>, Answer<T>)
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+{
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let job: Box<dyn Job> = Box::new(Typed {
+        write: Some(write),
+        outcome: None,
+        reply,
+    });
+    (job, answer)
 }
 
 /// Pause between checkpoints, so that one copies many commits' frames (a checkpoint syncs the

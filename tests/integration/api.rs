@@ -618,6 +618,65 @@ async fn concurrent_charges_never_overspend() {
     assert!(d["mu_spent"].as_f64().unwrap() <= 1.0 + 1e-9);
 }
 
+/// Successive charges of one dataset are queued behind each other (the lock is released once an
+/// append is queued): concurrent charges, each key sent twice at once, still fill the budget
+/// exactly, number the entries without a gap, and every retry gets the first answer, report
+/// included (stored once, put back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pipelined_charges_on_one_dataset_keep_order_and_replay_exactly() {
+    let app = std::sync::Arc::new(spawn_app().await);
+    app.dataset("p", 1.0).await;
+    let mut tasks = Vec::new();
+    for i in 0..48 {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = format!("k{}", i % 24);
+            let (s, b) = app
+                .call(
+                    "POST",
+                    "/v1/datasets/p/charges",
+                    Some(&gdp(0.25)),
+                    &[("Idempotency-Key", &key)],
+                )
+                .await;
+            (key, s, b)
+        }));
+    }
+    let mut by_key: std::collections::HashMap<String, Vec<(StatusCode, Value)>> =
+        Default::default();
+    for t in tasks {
+        let (k, s, b) = t.await.unwrap();
+        by_key.entry(k).or_default().push((s, b));
+    }
+    let mut admitted = 0;
+    for (k, answers) in &by_key {
+        let (a, b) = (&answers[0], &answers[1]);
+        let ok = |s: StatusCode| s == StatusCode::CREATED || s == StatusCode::OK;
+        if ok(a.0) || ok(b.0) {
+            assert!(ok(a.0) && ok(b.0), "{k}: {} and {}", a.0, b.0);
+            assert_eq!(a.1, b.1, "{k}: a retry's answer differs from the first");
+            admitted += 1;
+        } else {
+            assert_eq!(
+                (a.0, b.0),
+                (StatusCode::CONFLICT, StatusCode::CONFLICT),
+                "{k}"
+            );
+        }
+    }
+    assert_eq!(admitted, 16);
+    let (_, d) = app.get("/v1/datasets/p").await;
+    assert_eq!(d["charges"], 16);
+    let (_, page) = app.get("/v1/datasets/p/charges?limit=100").await;
+    let seqs: Vec<i64> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=16).collect::<Vec<_>>(), "{page}");
+}
+
 #[tokio::test]
 async fn the_committed_openapi_document_matches_the_code() {
     // Regenerate with: UPDATE_OPENAPI=1 cargo test committed_openapi

@@ -484,6 +484,46 @@ async fn postgres_refuses_nul_text_as_an_invalid_value_not_an_outage() {
 /// shared transactions, yet exactly one wins (the others are rolled back alone, as version
 /// conflicts); appends on 16 datasets at once all commit, each exactly once, and are there when
 /// the file is opened again.
+/// What the ledger's pipelining rests on: SQLite appends queued one after another run in queue
+/// order, so the append at the next version may be queued before its predecessor committed; when
+/// the predecessor fails, the successor's compare-and-swap fails too. PostgreSQL never queues.
+#[tokio::test]
+async fn sqlite_queued_appends_run_in_order_and_fail_after_a_failed_predecessor() {
+    let dir = crate::api::temp_dir("queued");
+    let url = format!("sqlite://{}", dir.join("ledger.db").display());
+    let store = open_store(&url).await.unwrap();
+    store
+        .create_dataset(&dataset("q"), b"", None)
+        .await
+        .unwrap();
+    let queue = |version: i64, key: &str| {
+        store
+            .append_queued(
+                "q",
+                version,
+                &entry(Some(key)),
+                &update(version + 1, 0.1),
+                None,
+            )
+            .expect("SQLite queues appends")
+    };
+    // Queued back to back (neither awaited before the other is queued): both commit, in order.
+    let (a, b) = (queue(0, "a"), queue(1, "b"));
+    assert_eq!((a.await, b.await), (Ok(1), Ok(2)));
+    // The predecessor fails (its key was used), so the successor's version never exists.
+    let (c, d) = (queue(2, "a"), queue(3, "d"));
+    assert_eq!(c.await, Err(StoreError::DuplicateKey));
+    assert_eq!(d.await, Err(StoreError::VersionConflict));
+    assert_eq!(store.get_dataset("q").await.unwrap().unwrap().version, 2);
+    if let Some(pg) = postgres_url() {
+        let pg = open_store(&pg).await.unwrap();
+        assert!(pg
+            .append_queued("q", 0, &entry(None), &update(1, 0.1), None)
+            .is_none());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_group_commit_keeps_each_append_atomic_and_durable() {
     let dir = crate::api::temp_dir("group-commit");
@@ -720,6 +760,7 @@ async fn a_sqlite_ledger_of_the_previous_schema_is_upgraded() {
         "sqlite",
     )
     .await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
