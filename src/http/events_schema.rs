@@ -123,7 +123,16 @@ fn schemas() -> Vec<(String, Value)> {
                             (`class_name`, `module_name` and the event's fields).",
             "properties": {
                 "class_name": {"type": "string", "enum": crate::accountant::dp_event::DP_ACCOUNTING_CLASSES},
-                "module_name": {"type": "string", "enum": crate::accountant::dp_event::DP_ACCOUNTING_MODULES},
+                // Optional: absent or null (the parser reads null as absent, as for every
+                // optional field).
+                "module_name": {
+                    "type": ["string", "null"],
+                    "enum": crate::accountant::dp_event::DP_ACCOUNTING_MODULES
+                        .iter()
+                        .map(|m| json!(m))
+                        .chain([Value::Null])
+                        .collect::<Vec<_>>(),
+                },
             },
             "required": ["class_name"],
             "additionalProperties": true,

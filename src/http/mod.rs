@@ -259,37 +259,28 @@ fn every_query_parameter_states_its_limits(doc: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::path::ParameterIn;
     use utoipa::openapi::schema::{Schema, SchemaType, Type};
     use utoipa::openapi::RefOr;
-    for item in doc.paths.paths.values_mut() {
-        let ops = [
-            &mut item.get,
-            &mut item.post,
-            &mut item.put,
-            &mut item.patch,
-            &mut item.delete,
-        ];
-        for op in ops.into_iter().flatten() {
-            for p in op.parameters.iter_mut().flatten() {
-                if !matches!(p.parameter_in, ParameterIn::Query) {
-                    continue;
+    for op in operations(doc) {
+        for p in op.parameters.iter_mut().flatten() {
+            if !matches!(p.parameter_in, ParameterIn::Query) {
+                continue;
+            }
+            let Some(RefOr::T(Schema::Object(o))) = p.schema.as_mut() else {
+                continue;
+            };
+            if o.schema_type != SchemaType::Type(Type::String) {
+                continue;
+            }
+            o.max_length = Some(
+                o.max_length
+                    .map_or(MAX_PARAM_CHARS, |m| m.min(MAX_PARAM_CHARS)),
+            );
+            match p.name.as_str() {
+                "deltas" | "alphas" | "alpha" => o.pattern = Some(list_pattern(UNIT_NUMBER)),
+                "epsilons" => o.pattern = Some(list_pattern(EPSILON_NUMBER)),
+                _ if o.pattern.is_none() && o.format.is_none() => {
+                    o.pattern = Some(NO_CONTROL_CHARACTERS.into())
                 }
-                let Some(RefOr::T(Schema::Object(o))) = p.schema.as_mut() else {
-                    continue;
-                };
-                if o.schema_type != SchemaType::Type(Type::String) {
-                    continue;
-                }
-                o.max_length = Some(
-                    o.max_length
-                        .map_or(MAX_PARAM_CHARS, |m| m.min(MAX_PARAM_CHARS)),
-                );
-                match p.name.as_str() {
-                    "deltas" | "alphas" | "alpha" => o.pattern = Some(list_pattern(UNIT_NUMBER)),
-                    "epsilons" => o.pattern = Some(list_pattern(EPSILON_NUMBER)),
-                    _ if o.pattern.is_none() && o.format.is_none() => {
-                        o.pattern = Some(NO_CONTROL_CHARACTERS.into())
-                    }
-                    _ => {}
-                }
+                _ => {}
             }
         }
     }
@@ -297,6 +288,23 @@ fn every_query_parameter_states_its_limits(doc: &mut utoipa::openapi::OpenApi) {
 
 /// Text without control characters (Unicode's Cc: U+0000–U+001F, U+007F–U+009F).
 const NO_CONTROL_CHARACTERS: &str = r"^[^\u0000-\u001F\u007F-\u009F]*$";
+
+/// Every operation of the document.
+fn operations(
+    doc: &mut utoipa::openapi::OpenApi,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    doc.paths.paths.values_mut().flat_map(|item| {
+        [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+    })
+}
 
 /// Every operation can answer 4xx with the error body (401 without a valid token, 403, 404, 422
 /// for a malformed path or query parameter, 429 past the rate limit, 413/414/415…) and 503 (store
@@ -318,25 +326,14 @@ fn every_operation_states_its_errors(doc: &mut utoipa::openapi::OpenApi) {
                 .build(),
         )
     };
-    for item in doc.paths.paths.values_mut() {
-        let ops = [
-            &mut item.get,
-            &mut item.post,
-            &mut item.put,
-            &mut item.patch,
-            &mut item.delete,
-        ];
-        for op in ops.into_iter().flatten() {
-            let r = &mut op.responses.responses;
-            r.entry("4XX".into()).or_insert_with(|| {
+    for op in operations(doc) {
+        let r = &mut op.responses.responses;
+        r.entry("4XX".into()).or_insert_with(|| {
                 error("Refused: unauthenticated (401), forbidden (403), not found (404), invalid (422), rate limited (429), …")
             });
-            r.entry("503".into()).or_insert_with(|| {
-                error(
-                    "Unavailable (the store, or the service at capacity): retry after Retry-After",
-                )
-            });
-        }
+        r.entry("503".into()).or_insert_with(|| {
+            error("Unavailable (the store, or the service at capacity): retry after Retry-After")
+        });
     }
 }
 

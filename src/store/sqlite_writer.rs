@@ -93,17 +93,23 @@ pub fn is_unique_violation(e: &rusqlite::Error) -> bool {
             || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY)
 }
 
+/// A read-write connection to the database file at `path` (waiting up to 10 s for a lock).
+fn open(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(unavailable)?;
+    conn.busy_timeout(Duration::from_secs(10))
+        .map_err(unavailable)?;
+    Ok(conn)
+}
+
 impl Writer {
     /// Opens the write connection to the database file at `path` (WAL, `synchronous = FULL`,
     /// foreign keys on; the schema must be in place) and starts the writer thread.
     pub fn start(path: &Path) -> Result<Self, StoreError> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(unavailable)?;
-        conn.busy_timeout(Duration::from_secs(10))
-            .map_err(unavailable)?;
+        let conn = open(path)?;
         conn.execute_batch(
             // temp_store = MEMORY: each write's savepoint journals the pages it changes in a
             // statement journal; in memory, not a temporary file (it is never needed after a
@@ -179,13 +185,7 @@ struct Checkpointer(std::sync::mpsc::SyncSender<()>);
 impl Checkpointer {
     /// Opens a connection of its own to `path` and starts the checkpoint thread.
     fn start(path: &Path) -> Result<Self, StoreError> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(unavailable)?;
-        conn.busy_timeout(Duration::from_secs(10))
-            .map_err(unavailable)?;
+        let conn = open(path)?;
         // One pending ring is enough: a checkpoint copies every frame committed before it.
         let (bell, rung) = std::sync::mpsc::sync_channel::<()>(1);
         std::thread::Builder::new()

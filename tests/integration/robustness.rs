@@ -554,6 +554,12 @@ async fn the_spec_and_the_server_agree_on_query_parameters() {
             }
         }
     }
+    // A dp_accounting event's module_name may be null (read as absent), as the server does.
+    let module = &spec["components"]["schemas"]["DpAccountingEvent"]["properties"]["module_name"];
+    assert!(
+        module["enum"].as_array().unwrap().contains(&Value::Null),
+        "{module}"
+    );
     let ndjson = &spec["paths"]["/v1/audit"]["get"]["responses"]["200"]["content"];
     assert!(ndjson.get("application/x-ndjson").is_some(), "{ndjson}");
 
@@ -596,6 +602,13 @@ async fn the_spec_and_the_server_agree_on_query_parameters() {
     }
     assert!(controls.is_match("ä\u{a0}z"));
 
+    let (st, b) = app
+        .post(
+            "/v1/accountant/compose",
+            json!({"events": [{"class_name": "NoOpDpEvent", "module_name": null}]}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
     // The audit log: an empty dataset id is refused; a JSON page caps a large limit at 1000.
     let (st, b) = app.get("/v1/audit?dataset_id=").await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
