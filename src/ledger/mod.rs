@@ -986,6 +986,14 @@ impl Ledgers {
         self
     }
 
+    /// Keeps at most `bytes` of composed states (default [`STATE_CACHE_BYTES`]; tests use 0 to
+    /// make every charge read its base state from the store).
+    #[doc(hidden)]
+    pub fn with_state_cache_bytes(mut self, bytes: usize) -> Self {
+        self.cache = Mutex::new(ByteCache::new(bytes));
+        self
+    }
+
     /// Also accepts JWTs from an identity provider as bearer tokens.
     pub fn with_oidc(mut self, oidc: Arc<oidc::Oidc>) -> Self {
         self.oidc = Some(oidc);

@@ -677,6 +677,47 @@ async fn pipelined_charges_on_one_dataset_keep_order_and_replay_exactly() {
     assert_eq!(seqs, (1..=16).collect::<Vec<_>>(), "{page}");
 }
 
+/// With no composed state kept, a pipelined charge reads its base state from the store, where its
+/// predecessor may not be durable yet: it must start over rather than extend the older state (the
+/// exact composition would then miss a charge — an optimistic figure). 40 concurrent 0.1-GDP
+/// charges: the exact composition's μ is √40·0.1 (closed form), not less.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pipelined_charges_never_extend_a_stale_composed_state() {
+    let dir = temp_dir("stale-state");
+    let url = format!("sqlite://{}", dir.join("ledger.db").display());
+    let store = open_store(&url).await.unwrap();
+    let ledgers = privacy_ledger::ledger::Ledgers::new(store).with_state_cache_bytes(0);
+    let app = std::sync::Arc::new(TestApp::over_ledgers(ledgers, Limits::default(), dir).await);
+    app.dataset("s", 10.0).await;
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = format!("s{i}");
+            app.call(
+                "POST",
+                "/v1/datasets/s/charges",
+                Some(&gdp(0.1)),
+                &[("Idempotency-Key", &key)],
+            )
+            .await
+        }));
+    }
+    for t in tasks {
+        let (st, b) = t.await.unwrap();
+        assert_eq!(st, StatusCode::CREATED, "{b}");
+    }
+    let (_, d) = app.get("/v1/datasets/s").await;
+    assert_eq!(d["charges"], 40);
+    let exact = d["exact_composition_mu"].as_f64().unwrap();
+    let truth = 40f64.sqrt() * 0.1;
+    // The composition's μ is rounded up (a few ulps): never below the truth, barely above.
+    assert!(
+        exact >= truth && exact <= truth * (1.0 + 1e-12),
+        "{exact} vs {truth}"
+    );
+}
+
 #[tokio::test]
 async fn the_committed_openapi_document_matches_the_code() {
     // Regenerate with: UPDATE_OPENAPI=1 cargo test committed_openapi
