@@ -112,6 +112,16 @@ impl ApiError {
         }
     }
 
+    /// The status it maps to.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// Its code (`not_found`, `budget_exceeded`, …) and message.
+    pub fn code_and_message(&self) -> (&'static str, &str) {
+        (self.code, &self.message)
+    }
+
     /// Adds a Retry-After header (seconds).
     pub fn with_retry_after(mut self, seconds: u64) -> Self {
         self.retry_after = Some(seconds);
@@ -231,7 +241,7 @@ impl From<LedgerError> for ApiError {
                 "idempotency_key_reused",
                 format!(
                     "Idempotency-Key {key:?} was already used with a different request body; \
-                     use a new key for a new charge"
+                     use a new key for a new request"
                 ),
             )
             .with_details(json!({"idempotency_key": key})),

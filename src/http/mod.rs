@@ -4,6 +4,7 @@ pub mod error;
 mod events_schema;
 pub mod handlers;
 pub mod rate;
+pub mod ui;
 pub mod wire;
 
 use crate::ledger::Ledgers;
@@ -82,32 +83,42 @@ impl axum::extract::FromRequestParts<AppState> for Caller {
             .map(|(_, t)| t.trim())
             .filter(|t| !t.is_empty())
             .ok_or(crate::ledger::LedgerError::Unauthenticated)?;
-        let p = s.ledgers.authenticate(secret).await?;
-        // Per principal: a caller cannot escape its limit by making more tokens (or JWTs).
-        s.limiter.check(&p.name).map_err(|wait| {
-            ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                format!("too many requests from this principal; retry in {wait} s"),
-            )
-            .with_details(serde_json::json!({"retry_after_seconds": wait}))
-            .with_retry_after(wait)
-        })?;
-        let request_id = parts
-            .headers
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let client = parts
-            .extensions
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map(|c| c.0.to_string());
-        Ok(Caller(crate::ledger::auth::Actor {
-            principal: p,
-            request_id,
-            client,
-        }))
+        Ok(Caller(actor(parts, s, secret).await?))
     }
+}
+
+/// The principal of `secret` (a token or a JWT), rate-limited per principal, with the request's
+/// id and client address: the caller of an API request or of a dashboard page.
+pub(crate) async fn actor(
+    parts: &axum::http::request::Parts,
+    s: &AppState,
+    secret: &str,
+) -> Result<crate::ledger::auth::Actor, ApiError> {
+    let p = s.ledgers.authenticate(secret).await?;
+    // Per principal: a caller cannot escape its limit by making more tokens (or JWTs).
+    s.limiter.check(&p.name).map_err(|wait| {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!("too many requests from this principal; retry in {wait} s"),
+        )
+        .with_details(serde_json::json!({"retry_after_seconds": wait}))
+        .with_retry_after(wait)
+    })?;
+    let request_id = parts
+        .headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let client = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.to_string());
+    Ok(crate::ledger::auth::Actor {
+        principal: p,
+        request_id,
+        client,
+    })
 }
 
 /// Adds the bearer scheme to the spec, so generated clients send the token.
@@ -562,6 +573,7 @@ pub fn router(mut state: AppState, limits: Limits) -> Router {
     let (api, _) = api().split_for_parts();
     let api = api.route_layer(middleware::from_fn(check_params));
     let spec = Arc::new(openapi_json());
+    let state_for_ui = state.clone();
     let inner = api
         .route(
             "/openapi.json",
@@ -581,16 +593,18 @@ pub fn router(mut state: AppState, limits: Limits) -> Router {
         .route("/docs", get(|| async { Html(DOCS_PAGE) }))
         .route("/metrics", get(handlers::metrics))
         .fallback(|| async { error::for_status(StatusCode::NOT_FOUND) })
-        .with_state(state)
+        .with_state(state.clone())
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             limits.request_timeout,
         ))
         .layer(CatchPanicLayer::new())
-        .layer(middleware::from_fn(error_envelope))
+        .layer(middleware::from_fn(error_envelope));
+    let app = inner
+        .merge(ui::routes(state_for_ui, limits.request_timeout))
         .layer(middleware::from_fn(http_metrics));
-    security_headers(inner)
+    security_headers(app)
     .layer(PropagateRequestIdLayer::x_request_id())
     .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
         let id = req

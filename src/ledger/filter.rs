@@ -221,6 +221,29 @@ impl Budget {
         rounding::down(rounding::sub_down(b2, s.mu_sq).sqrt(), 2.0 * rounding::U).max(0.0)
     }
 
+    /// About how many more units of certificate `c` the dataset's budget has room for after `s`:
+    /// the largest k with Σμᵢ² + k·μ_c² ≤ μ_B² and Σδᵢ + k·δ_c ≤ δ_B (what [`Budget::admits`]
+    /// decides k times, without its per-step rounding and tolerance; each quotient rounded down
+    /// after rounding its numerator down and its denominator up, so k never exceeds the exact
+    /// count). A display figure ("about N more runs like the last one"): every charge is still
+    /// decided by the gate. `None` when `c` spends nothing (no bound).
+    pub fn more_like(&self, s: &FilterState, c: &Certificate) -> Option<u64> {
+        let count = |room: f64, each: f64| -> Option<f64> {
+            (each > 0.0).then(|| rounding::div_down(room.max(0.0), each).floor())
+        };
+        let b2 = rounding::mul_down(self.mu(), self.mu());
+        let mu_room = rounding::sub_down(b2, s.mu_sq);
+        let by_mu = count(mu_room, rounding::mul_up(c.mu(), c.mu()));
+        let by_delta = count(self.remaining_delta(s), c.delta());
+        let k = match (by_mu, by_delta) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => return None,
+        };
+        // Saturates: a float above u64::MAX casts to u64::MAX.
+        Some(k.max(0.0) as u64)
+    }
+
     /// δ_B − Σδᵢ (rounded down, at least 0).
     pub fn remaining_delta(&self, s: &FilterState) -> f64 {
         rounding::sub_down(self.delta(), s.delta).max(0.0)

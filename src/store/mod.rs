@@ -275,6 +275,10 @@ pub mod sql {
         " FROM entries WHERE dataset_id = ? AND run_id = ? ORDER BY seq"
     );
     /// A page of entries after a seq, optionally of one kind.
+    /// A ledger's charges, only the columns a summary shows ([`super::UnitRow`]).
+    pub const UNIT_LIST: &str = "SELECT seq, charge_id, label, mu_after, unit_mu, unit_delta, \
+        run_id, chunk, status, principal, created_at FROM entries WHERE dataset_id = ? \
+        AND seq > ? AND kind = 'charge' ORDER BY seq LIMIT ?";
     pub const ENTRY_LIST: &str = concat!(
         "SELECT ",
         entry_columns!(),
@@ -355,6 +359,22 @@ macro_rules! row_decoders {
                 principal: r.get("principal"),
                 quota: r.get("quota"),
                 shared: None,
+                created_at: r.get("created_at"),
+            }
+        }
+
+        pub(crate) fn unit_from_row(r: &$row) -> UnitRow {
+            UnitRow {
+                seq: r.get("seq"),
+                charge_id: r.get("charge_id"),
+                label: r.get("label"),
+                mu_after: r.get("mu_after"),
+                unit_mu: r.get("unit_mu"),
+                unit_delta: r.get("unit_delta"),
+                run_id: r.get("run_id"),
+                chunk: r.get("chunk"),
+                status: r.get("status"),
+                principal: r.get("principal"),
                 created_at: r.get("created_at"),
             }
         }
@@ -442,6 +462,23 @@ pub struct DatasetRow {
     pub create_hash: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// A charge's summary: what a table or a chart of a ledger's units shows, without its event,
+/// metadata and stored response (a tenth of the bytes of an [`EntryRow`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitRow {
+    pub seq: i64,
+    pub charge_id: Option<String>,
+    pub label: Option<String>,
+    pub mu_after: Option<f64>,
+    pub unit_mu: Option<f64>,
+    pub unit_delta: Option<f64>,
+    pub run_id: Option<String>,
+    pub chunk: Option<i64>,
+    pub status: Option<String>,
+    pub principal: Option<String>,
+    pub created_at: String,
 }
 
 /// A ledger entry as stored.
@@ -769,6 +806,13 @@ pub trait Store: Send + Sync {
     async fn find_charge(&self, id: &str, charge_id: &str) -> Result<Option<EntryRow>, StoreError>;
     /// A run's entries (its declaration and its chunks), in order.
     async fn list_run(&self, id: &str, run_id: &str) -> Result<Vec<EntryRow>, StoreError>;
+    /// Summaries of the charges with seq > `after`, in order.
+    async fn list_units(
+        &self,
+        id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<UnitRow>, StoreError>;
     /// Entries of a kind (or all) with seq > `after`, in order.
     async fn list_entries(
         &self,

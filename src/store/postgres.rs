@@ -11,8 +11,8 @@
 use super::sql;
 use super::{
     audit_hash, migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow,
-    DatasetUpdate, EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, AUDIT_GENESIS,
-    LATEST, MIGRATIONS,
+    DatasetUpdate, EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, UnitRow,
+    AUDIT_GENESIS, LATEST, MIGRATIONS,
 };
 use async_trait::async_trait;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
@@ -341,6 +341,22 @@ impl Store for PostgresStore {
             .await
             .map_err(unavailable)?;
         Ok(rows.iter().map(entry_from_row).collect())
+    }
+
+    async fn list_units(
+        &self,
+        id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<UnitRow>, StoreError> {
+        let rows = sqlx::query(&sql::numbered(sql::UNIT_LIST))
+            .bind(id)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(unit_from_row).collect())
     }
 
     async fn list_entries(

@@ -8,7 +8,7 @@ use super::sql;
 use super::sqlite_writer::{self as w, exec, Writer};
 use super::{
     migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow, DatasetUpdate,
-    EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, LATEST, MIGRATIONS,
+    EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, UnitRow, LATEST, MIGRATIONS,
 };
 use async_trait::async_trait;
 use rusqlite::{params, Connection};
@@ -406,6 +406,22 @@ impl Store for SqliteStore {
             .await
             .map_err(unavailable)?;
         Ok(rows.iter().map(entry_from_row).collect())
+    }
+
+    async fn list_units(
+        &self,
+        id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<UnitRow>, StoreError> {
+        let rows = sqlx::query(sql::UNIT_LIST)
+            .bind(id)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(unit_from_row).collect())
     }
 
     async fn list_entries(

@@ -15,3 +15,4 @@ mod replicas;
 mod robustness;
 mod runs;
 mod store;
+mod ui;

@@ -240,6 +240,33 @@ async fn contract(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(charges.len(), 1);
+    // The charges' summaries: the same charges, the same figures.
+    let units = store.list_units(&id, 0, 10).await.unwrap();
+    assert_eq!(units.len(), 1);
+    let (u, c) = (&units[0], &charges[0]);
+    assert_eq!(
+        (
+            u.seq,
+            &u.charge_id,
+            &u.label,
+            u.mu_after,
+            u.unit_mu,
+            u.unit_delta
+        ),
+        (
+            c.seq,
+            &c.charge_id,
+            &c.label,
+            c.mu_after,
+            c.unit_mu,
+            c.unit_delta
+        )
+    );
+    assert_eq!(
+        (&u.status, &u.principal, &u.created_at),
+        (&c.status, &c.principal, &c.created_at)
+    );
+    assert!(store.list_units(&id, u.seq, 10).await.unwrap().is_empty());
     assert_eq!(
         store.list_entries(&id, None, 1, 10).await.unwrap()[0].seq,
         2

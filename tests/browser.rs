@@ -1,0 +1,491 @@
+//! The dashboard in a real browser: Debian's headless Chromium, driven through chromedriver, signs
+//! in, reads the dataset list, a dataset's page with its curves, the audit log and the preview
+//! form, at desktop and phone widths, by keyboard, and in the dark scheme; it asserts on what is
+//! rendered and takes a screenshot of each page.
+//!
+//! Ignored by `cargo test`: `tests/browser.sh` (run by `.ci/run`) installs Chromium and
+//! chromedriver where it can and runs it, or says SKIPPED. Screenshots go to a temporary
+//! directory, or to `docs/screenshots/` with `UPDATE_SCREENSHOTS=1`.
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use privacy_ledger::app::{open_store, state_over};
+use privacy_ledger::http::{router, Limits};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The service on a free port with a fresh SQLite ledger; its URL and an admin token.
+async fn serve() -> (String, String, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("privacy-ledger-browser-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = open_store(&format!("sqlite://{}", dir.join("ledger.db").display()))
+        .await
+        .unwrap();
+    let st = state_over(
+        privacy_ledger::ledger::Ledgers::new(store),
+        privacy_ledger::accountant::params::GridStep::new(1e-4).unwrap(),
+    );
+    let token = st
+        .ledgers
+        .create_token(
+            &privacy_ledger::ledger::auth::Actor::operator(),
+            "privacy officer",
+            "admin",
+            None,
+        )
+        .await
+        .unwrap()
+        .secret;
+    let app = router(st, Limits::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    (url, token, dir)
+}
+
+/// A few datasets with charges of several kinds, a reservation, a quota and a second principal.
+async fn seed(url: &str, token: &str) {
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: String, body: Value| {
+        let http = http.clone();
+        let req = http
+            .request(method, format!("{url}{path}"))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        async move {
+            let res = req.send().await.unwrap();
+            let status = res.status();
+            let body: Value =
+                serde_json::from_str(&res.text().await.unwrap()).unwrap_or(Value::Null);
+            assert!(status.is_success(), "{path}: {status} {body}");
+            body
+        }
+    };
+    let post = reqwest::Method::POST;
+    for (id, mu, delta, desc) in [
+        ("cifar10", 2.0, 1e-6, "CIFAR-10 training set"),
+        ("census-2030", 3.0, 1e-10, "Census microdata, person table"),
+        ("clicks-2026-11", 1.0, 1e-10, ""),
+    ] {
+        call(
+            post.clone(),
+            "/v1/datasets".into(),
+            json!({"id": id, "budget": {"mu": mu, "delta": delta}, "description": desc}),
+        )
+        .await;
+    }
+    call(
+        reqwest::Method::PUT,
+        "/v1/datasets/cifar10/quotas/ml-team".into(),
+        json!({"mu": 1.0, "delta": 5e-7}),
+    )
+    .await;
+    let charges = [
+        json!({"event": {"type": "gaussian", "noise_multiplier": 4.0}, "label": "feature means"}),
+        json!({"event": {"type": "self_composed", "count": 200,
+                "event": {"type": "poisson_sampled", "sampling_rate": 0.01,
+                          "event": {"type": "gaussian", "noise_multiplier": 2.0}}},
+               "label": "DP-SGD warm-up, 200 steps"}),
+        json!({"event": {"type": "laplace", "noise_multiplier": 8.0}, "label": "histogram"}),
+        json!({"event": {"type": "gaussian", "noise_multiplier": 6.0}, "label": "eval metrics",
+               "reserve": true}),
+        json!({"event": {"type": "gaussian", "noise_multiplier": 5.0}, "label": "quantiles"}),
+    ];
+    for c in charges {
+        call(post.clone(), "/v1/datasets/cifar10/charges".into(), c).await;
+    }
+    for (i, sigma) in [2.0, 2.5, 3.0].iter().enumerate() {
+        call(
+            post.clone(),
+            "/v1/datasets/census-2030/charges".into(),
+            json!({"event": {"type": "gaussian", "noise_multiplier": sigma},
+                   "label": format!("level {}", i + 1)}),
+        )
+        .await;
+    }
+}
+
+/// chromedriver on a free port.
+fn chromedriver() -> (Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver (tests/browser.sh installs it)");
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+async fn browser(driver: &str, dark: bool) -> Client {
+    let mut args = vec![
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--hide-scrollbars",
+    ];
+    if dark {
+        args.push("--force-dark-mode");
+    }
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({"args": args, "binary": "/usr/bin/chromium"}),
+    );
+    for _ in 0..50 {
+        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps.clone())
+            .connect(driver)
+            .await;
+        if let Ok(c) = c {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("cannot start a Chromium session through {driver}");
+}
+
+fn shots_dir() -> PathBuf {
+    if std::env::var_os("UPDATE_SCREENSHOTS").is_some() {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/screenshots")
+    } else {
+        std::env::temp_dir().join("privacy-ledger-screenshots")
+    }
+}
+
+async fn shot(c: &Client, name: &str) {
+    let dir = shots_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = c.screenshot().await.unwrap();
+    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+}
+
+/// Resizes the window to the page's height (at least `min`), so a screenshot shows all of it.
+async fn fit(c: &Client, width: u32, min: u32) {
+    c.set_window_size(width, min).await.unwrap();
+    let h = c
+        .execute("return document.documentElement.scrollHeight", vec![])
+        .await
+        .unwrap()
+        .as_u64()
+        .unwrap_or(min as u64) as u32;
+    c.set_window_size(width, h.clamp(min, 4000) + 140)
+        .await
+        .unwrap();
+}
+
+async fn text(c: &Client, css: &str) -> String {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+async fn no_horizontal_scroll(c: &Client) -> bool {
+    c.execute(
+        "return document.documentElement.scrollWidth <= window.innerWidth + 1",
+        vec![],
+    )
+    .await
+    .unwrap()
+    .as_bool()
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "drives Chromium through chromedriver: run by tests/browser.sh (in .ci/run), which installs them or says SKIPPED"]
+async fn the_dashboard_in_a_real_browser() {
+    let (url, token, dir) = serve().await;
+    seed(&url, &token).await;
+    let (mut driver, driver_url) = chromedriver();
+    let c = browser(&driver_url, false).await;
+
+    // Sign-in: any page leads to the form; the token signs in.
+    c.goto(&format!("{url}/ui")).await.unwrap();
+    assert!(c
+        .current_url()
+        .await
+        .unwrap()
+        .path()
+        .ends_with("/ui/signin"));
+    fit(&c, 1280, 700).await;
+    shot(&c, "signin").await;
+    let form = c
+        .form(Locator::Css("form[action='/ui/signin']"))
+        .await
+        .unwrap();
+    form.set_by_name("token", "pl_wrong").await.unwrap();
+    form.submit().await.unwrap();
+    assert!(text(&c, ".error")
+        .await
+        .contains("unknown, revoked or expired"));
+    let form = c
+        .form(Locator::Css("form[action='/ui/signin']"))
+        .await
+        .unwrap();
+    form.set_by_name("token", &token).await.unwrap();
+    form.submit().await.unwrap();
+
+    // The datasets: a card each, with its gauge and "about N more units like the last one".
+    c.wait()
+        .for_element(Locator::Css("ul.cards"))
+        .await
+        .unwrap();
+    let cards = c.find_all(Locator::Css("li.card")).await.unwrap();
+    assert_eq!(cards.len(), 3);
+    let first = text(&c, "li.card").await;
+    assert!(
+        first.contains("census-2030") && first.contains("μ spent"),
+        "{first}"
+    );
+    let body = text(&c, "main").await;
+    assert!(body.contains("more units like the last one"), "{body}");
+    assert!(body.contains("no units yet"), "the empty dataset says so");
+    assert_eq!(c.find_all(Locator::Css("svg.ring")).await.unwrap().len(), 3);
+    fit(&c, 1280, 700).await;
+    shot(&c, "datasets").await;
+
+    // Keyboard: the first Tab reaches the skip link, Enter on a focused dataset link opens it.
+    c.set_window_size(1280, 900).await.unwrap();
+    c.goto(&format!("{url}/ui")).await.unwrap();
+    let body = c.find(Locator::Css("body")).await.unwrap();
+    body.send_keys("\u{E004}").await.unwrap();
+    let focused = c.active_element().await.unwrap();
+    assert_eq!(focused.text().await.unwrap(), "Skip to content");
+    let link = c
+        .find(Locator::Css("a[href='/ui/datasets/cifar10']"))
+        .await
+        .unwrap();
+    c.execute(
+        "arguments[0].focus()",
+        vec![serde_json::to_value(&link).unwrap()],
+    )
+    .await
+    .unwrap();
+    c.active_element()
+        .await
+        .unwrap()
+        .send_keys("\u{E007}")
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css("#h-curve"))
+        .await
+        .unwrap();
+    assert!(c
+        .current_url()
+        .await
+        .unwrap()
+        .path()
+        .ends_with("/ui/datasets/cifar10"));
+
+    // The dataset page: figures, the spending chart, the curves, the tables.
+    let mu_spent = text(&c, "#mu-spent").await;
+    let api: Value = serde_json::from_str(
+        &reqwest::Client::new()
+            .get(format!("{url}/v1/datasets/cifar10"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let shown: f64 = mu_spent.parse().unwrap();
+    let exact = api["mu_spent"].as_f64().unwrap();
+    assert!(
+        shown >= exact && shown - exact <= 1e-3 * exact,
+        "{shown} vs {exact}"
+    );
+    assert!(c.find(Locator::Css("svg.chart path.spent")).await.is_ok());
+    assert_eq!(
+        c.find_all(Locator::Css("circle.reserved"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    for curve in ["guarantee", "spent", "exact"] {
+        let d = c
+            .find(Locator::Css(&format!("path.curve.{curve}")))
+            .await
+            .unwrap()
+            .attr("d")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            d.starts_with('M') && d.matches('L').count() > 20,
+            "{curve}: {d}"
+        );
+    }
+    let tier2 = c.find_all(Locator::Css("#tier2 tbody tr")).await.unwrap();
+    assert!(tier2.len() >= 5);
+    let units = c
+        .find_all(Locator::Css("#units-table tbody tr"))
+        .await
+        .unwrap();
+    assert_eq!(units.len(), 5);
+    assert!(text(&c, "#units-table").await.contains("reserved"));
+    assert!(text(&c, "#quotas").await.contains("ml-team"));
+    fit(&c, 1280, 900).await;
+    shot(&c, "dataset").await;
+
+    // The log-scale α axis, and a filter on the units table.
+    c.find(Locator::LinkText("log"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css("svg[aria-label*='logarithmic']"))
+        .await
+        .unwrap();
+    let form = c.form(Locator::Css("form.filters")).await.unwrap();
+    form.set_by_name("q", "DP-SGD").await.unwrap();
+    form.submit().await.unwrap();
+    c.wait()
+        .for_element(Locator::Css("#units-table"))
+        .await
+        .unwrap();
+    let rows = c
+        .find_all(Locator::Css("#units-table tbody tr"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(c
+        .current_url()
+        .await
+        .unwrap()
+        .query()
+        .unwrap()
+        .contains("alpha=log"));
+
+    // The preview form: would this run fit?
+    c.goto(&format!("{url}/ui/datasets/cifar10")).await.unwrap();
+    let area = c.find(Locator::Id("event")).await.unwrap();
+    area.clear().await.unwrap();
+    area.send_keys(r#"{"type": "gaussian", "noise_multiplier": 3}"#)
+        .await
+        .unwrap();
+    c.form(Locator::Css("form.preview"))
+        .await
+        .unwrap()
+        .submit()
+        .await
+        .unwrap();
+    let verdict = c.wait().for_element(Locator::Id("verdict")).await.unwrap();
+    assert!(verdict.text().await.unwrap().starts_with("Yes"));
+    assert!(text(&c, "#unit").await.contains("μ = 0.3334"));
+    fit(&c, 1280, 700).await;
+    shot(&c, "preview").await;
+    let area = c.find(Locator::Id("event")).await.unwrap();
+    area.clear().await.unwrap();
+    area.send_keys(r#"{"type": "gaussian", "noise_multiplier": 0.2}"#)
+        .await
+        .unwrap();
+    c.form(Locator::Css("form.preview"))
+        .await
+        .unwrap()
+        .submit()
+        .await
+        .unwrap();
+    let verdict = c.wait().for_element(Locator::Id("verdict")).await.unwrap();
+    assert!(verdict.text().await.unwrap().starts_with("No"));
+
+    // The audit log, filtered by dataset.
+    c.goto(&format!("{url}/ui/audit")).await.unwrap();
+    let form = c.form(Locator::Css("form.filters")).await.unwrap();
+    form.set_by_name("dataset_id", "census-2030").await.unwrap();
+    form.submit().await.unwrap();
+    c.wait()
+        .for_element(Locator::Css("#audit-table"))
+        .await
+        .unwrap();
+    let audit = text(&c, "#audit-table").await;
+    assert!(
+        audit.contains("census-2030") && !audit.contains("cifar10"),
+        "{audit}"
+    );
+    assert!(audit.contains("unit.admitted"), "{audit}");
+    c.goto(&format!("{url}/ui/audit")).await.unwrap();
+    fit(&c, 1280, 700).await;
+    shot(&c, "audit").await;
+
+    // A phone's width: nothing scrolls sideways but the wide tables, inside their own box.
+    for path in ["/ui", "/ui/datasets/cifar10", "/ui/audit"] {
+        c.set_window_size(390, 844).await.unwrap();
+        c.goto(&format!("{url}{path}")).await.unwrap();
+        assert!(no_horizontal_scroll(&c).await, "{path} at 390 px");
+    }
+    c.goto(&format!("{url}/ui/datasets/cifar10")).await.unwrap();
+    fit(&c, 390, 844).await;
+    shot(&c, "dataset-phone").await;
+
+    // Signing out leads back to the form.
+    c.set_window_size(1280, 900).await.unwrap();
+    c.goto(&format!("{url}/ui")).await.unwrap();
+    c.find(Locator::Css("form.signout button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Css("form[action='/ui/signin']"))
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+
+    // The dark scheme: the system's preference switches the palette.
+    let dark = browser(&driver_url, true).await;
+    dark.goto(&format!("{url}/ui/signin")).await.unwrap();
+    let form = dark
+        .form(Locator::Css("form[action='/ui/signin']"))
+        .await
+        .unwrap();
+    form.set_by_name("token", &token).await.unwrap();
+    form.submit().await.unwrap();
+    dark.goto(&format!("{url}/ui/datasets/census-2030"))
+        .await
+        .unwrap();
+    let bg = dark
+        .find(Locator::Css("body"))
+        .await
+        .unwrap()
+        .css_value("background-color")
+        .await
+        .unwrap();
+    assert!(
+        bg.contains("21, 24, 27"),
+        "the dark palette's background: {bg}"
+    );
+    fit(&dark, 1280, 900).await;
+    shot(&dark, "dataset-dark").await;
+    dark.close().await.unwrap();
+
+    let _ = driver.kill();
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("screenshots in {}", shots_dir().display());
+}

@@ -1,0 +1,370 @@
+//! The dashboard (`/ui`) through the real router: sign-in, what a token may see, escaping,
+//! cross-site forms, figures against the API's, and render time on a ledger of 10⁴ units.
+
+use crate::api::{spawn_app, spawn_app_with, TestApp};
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use privacy_ledger::http::ui::fmt::parse_shown;
+use privacy_ledger::http::Limits;
+use serde_json::json;
+use tower::ServiceExt;
+
+/// A raw answer: status, headers, body text.
+async fn raw(
+    app: &TestApp,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    form: Option<&str>,
+) -> (StatusCode, HeaderMap, String) {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = match form {
+        Some(f) => req
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from(f.to_owned())),
+        None => req.body(Body::empty()),
+    }
+    .unwrap();
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    let (status, headers) = (res.status(), res.headers().clone());
+    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, headers, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+/// The session cookie of `secret`, as the sign-in form sets it.
+async fn session(app: &TestApp, secret: &str) -> String {
+    let (s, h, _) = raw(
+        app,
+        "POST",
+        "/ui/signin",
+        &[("sec-fetch-site", "same-origin")],
+        Some(&format!("token={secret}")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    let c = h["set-cookie"].to_str().unwrap();
+    assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict") && c.contains("Path=/ui"));
+    c.split(';').next().unwrap().to_owned()
+}
+
+async fn page(app: &TestApp, cookie: &str, uri: &str) -> (StatusCode, String) {
+    let (s, _, b) = raw(app, "GET", uri, &[("cookie", cookie)], None).await;
+    (s, b)
+}
+
+/// The text of the element with `id` (its first text run).
+fn text_of(html: &str, id: &str) -> String {
+    let at = html
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no #{id}"));
+    let start = at + html[at..].find('>').unwrap() + 1;
+    html[start..start + html[start..].find('<').unwrap()].to_owned()
+}
+
+/// Largest relative gap between a shown figure and the API's: four significant digits.
+const SHOWN_REL: f64 = 1e-3;
+
+#[tokio::test]
+async fn the_dashboard_signs_in_with_an_api_token_and_out_again() {
+    let app = spawn_app().await;
+    app.dataset("alpha", 1.0).await;
+    let (s, h, _) = raw(&app, "GET", "/ui", &[], None).await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    assert_eq!(h["location"], "/ui/signin");
+    let (s, _, b) = raw(&app, "GET", "/ui/signin", &[], None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(b.contains("name=\"token\""));
+    // A wrong token: the form again, with the reason, and no cookie.
+    let (s, h, b) = raw(
+        &app,
+        "POST",
+        "/ui/signin",
+        &[("origin", "http://localhost"), ("host", "localhost")],
+        Some("token=pl_0000"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert!(h.get("set-cookie").is_none());
+    assert!(b.contains("unknown, revoked or expired"), "{b}");
+    let cookie = session(&app, &app.token).await;
+    let (s, b) = page(&app, &cookie, "/ui").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(b.contains("href=\"/ui/datasets/alpha\""));
+    // The API never reads the cookie.
+    let (s, _, _) = raw(&app, "GET", "/v1/datasets", &[("cookie", &cookie)], None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // Signing out clears it.
+    let (s, h, _) = raw(
+        &app,
+        "POST",
+        "/ui/signout",
+        &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
+        Some(""),
+    )
+    .await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    assert!(h["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
+    // Every page: its own strict CSP, never cached.
+    let (_, h, _) = raw(&app, "GET", "/ui/signin", &[], None).await;
+    let csp = h["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("default-src 'none'") && !csp.contains("script-src"));
+    assert_eq!(h["cache-control"], "no-store");
+}
+
+#[tokio::test]
+async fn a_revoked_token_signs_the_dashboard_out() {
+    let app = spawn_app().await;
+    let (s, t) = app
+        .post("/v1/tokens", json!({"name": "dora", "role": "auditor"}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let cookie = session(&app, t["secret"].as_str().unwrap()).await;
+    assert_eq!(page(&app, &cookie, "/ui").await.0, StatusCode::OK);
+    let id = t["token"]["id"].as_str().unwrap();
+    let (s, _) = app
+        .call("DELETE", &format!("/v1/tokens/{id}"), None, &[])
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, h, _) = raw(&app, "GET", "/ui", &[("cookie", &cookie)], None).await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    assert_eq!(h["location"], "/ui/signin");
+}
+
+#[tokio::test]
+async fn cross_site_forms_are_refused() {
+    let app = spawn_app().await;
+    app.dataset("alpha", 1.0).await;
+    let cookie = session(&app, &app.token).await;
+    let form = format!("token={}", app.token);
+    for h in [
+        vec![("sec-fetch-site", "cross-site")],
+        vec![
+            ("origin", "https://evil.example"),
+            ("host", "ledger.example"),
+        ],
+    ] {
+        let (s, hd, _) = raw(&app, "POST", "/ui/signin", &h, Some(&form)).await;
+        assert_eq!(s, StatusCode::FORBIDDEN);
+        assert!(hd.get("set-cookie").is_none());
+        let mut with_cookie = h.clone();
+        with_cookie.push(("cookie", &cookie));
+        let (s, _, _) = raw(
+            &app,
+            "POST",
+            "/ui/datasets/alpha/preview",
+            &with_cookie,
+            Some("event=%7B%22type%22%3A%22gdp%22%2C%22mu%22%3A0.1%7D"),
+        )
+        .await;
+        assert_eq!(s, StatusCode::FORBIDDEN);
+    }
+}
+
+#[tokio::test]
+async fn a_token_sees_only_what_it_may_read_and_text_is_escaped() {
+    let app = spawn_app().await;
+    app.dataset("alpha", 1.0).await;
+    app.dataset("beta", 1.0).await;
+    let label = "<script>alert(1)</script>";
+    let (s, _) = app
+        .post(
+            "/v1/datasets/alpha/charges",
+            json!({"event": {"type": "gdp", "mu": 0.3}, "label": label}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let carol = app.bearer("carol", "none").await;
+    let (s, _) = app
+        .call(
+            "PUT",
+            "/v1/datasets/alpha/grants/carol",
+            Some(&json!({"role": "analyst"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let cookie = session(&app, carol.trim_start_matches("Bearer ")).await;
+    let (s, b) = page(&app, &cookie, "/ui").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(b.contains("/ui/datasets/alpha") && !b.contains("/ui/datasets/beta"));
+    // As in the API, a dataset one may not read does not exist for one.
+    let (s, b) = page(&app, &cookie, "/ui/datasets/beta").await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{b}");
+    assert!(b.contains("not_found"));
+    let (s, b) = page(&app, &cookie, "/ui/datasets/alpha").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(b.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(!b.contains("<script"));
+    // The whole audit log takes a global role; a dataset carol does not audit, too.
+    let (s, _) = page(&app, &cookie, "/ui/audit").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    // Unknown datasets and pages, bad ids and control characters: pages, not 500s.
+    let admin = session(&app, &app.token).await;
+    for (uri, status) in [
+        ("/ui/datasets/nope", StatusCode::NOT_FOUND),
+        ("/ui/datasets/a%00b", StatusCode::UNPROCESSABLE_ENTITY),
+        ("/ui/nothing/here", StatusCode::NOT_FOUND),
+        (
+            "/ui/audit?principal=a%00b",
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        ("/ui/datasets/alpha?page=zz&q=%00", StatusCode::OK),
+    ] {
+        let (s, b) = page(&app, &admin, uri).await;
+        assert_eq!(s, status, "{uri}: {b}");
+        assert!(b.starts_with("<!DOCTYPE html>"), "{uri}");
+    }
+    let (s, b) = page(&app, &admin, "/ui/audit?dataset_id=alpha").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(b.contains("unit.admitted"), "{b}");
+}
+
+#[tokio::test]
+async fn shown_figures_agree_with_the_api_to_the_digits_shown() {
+    let app = spawn_app().await;
+    app.dataset("alpha", 2.0).await;
+    for (i, sigma) in [3.0, 4.5, 7.0].iter().enumerate() {
+        let (s, b) = app
+            .post(
+                "/v1/datasets/alpha/charges",
+                json!({"event": {"type": "gaussian", "noise_multiplier": sigma}, "label": format!("q{i}")}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+    }
+    let (_, d) = app.get("/v1/datasets/alpha").await;
+    let (_, r) = app.get("/v1/datasets/alpha/report").await;
+    let cookie = session(&app, &app.token).await;
+    let (s, html) = page(&app, &cookie, "/ui/datasets/alpha").await;
+    assert_eq!(s, StatusCode::OK);
+    // Loss figures are shown rounded up, what remains rounded down.
+    for (id, api, up) in [
+        ("mu-spent", d["mu_spent"].as_f64().unwrap(), true),
+        ("mu-remaining", d["remaining_mu"].as_f64().unwrap(), false),
+        ("advantage", r["advantage"].as_f64().unwrap(), true),
+        ("report-mu", r["mu"]["upper"].as_f64().unwrap(), true),
+    ] {
+        let shown = parse_shown(&text_of(&html, id)).unwrap();
+        assert!(
+            (shown - api).abs() <= api * SHOWN_REL,
+            "{id}: {shown} vs {api}"
+        );
+        assert!(
+            if up { shown >= api } else { shown <= api },
+            "{id}: {shown} vs {api}"
+        );
+    }
+    assert_eq!(text_of(&html, "units"), "3");
+    // "About N more like the last one": the last unit is σ = 7, μ = 1/7; the filter holds
+    // μ_B² − Σμᵢ² = 4 − (1/9 + 1/4.5² + 1/49) of room, so N = ⌊(4 − Σ)·49⌋.
+    let sum = 1.0 / 9.0 + 1.0 / 20.25 + 1.0 / 49.0;
+    let n = ((4.0 - sum) * 49.0f64).floor() as u64;
+    assert!(
+        html.contains(&format!("about <strong>{n}</strong> more units")),
+        "{n}"
+    );
+    // The preview answers as the API's preview does.
+    let (s, _, b) = raw(
+        &app,
+        "POST",
+        "/ui/datasets/alpha/preview",
+        &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
+        Some("event=%7B%22type%22%3A%22gaussian%22%2C%22noise_multiplier%22%3A2%7D"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(b.contains("Yes: the gate would admit it now."));
+    let (_, p) = app
+        .post(
+            "/v1/datasets/alpha/charges/preview",
+            json!({"event": {"type": "gaussian", "noise_multiplier": 2}}),
+        )
+        .await;
+    let shown = parse_shown(&text_of(&b, "mu-after")).unwrap();
+    let api = p["mu_after"].as_f64().unwrap();
+    assert!(shown >= api && shown - api <= api * SHOWN_REL);
+    // Too much, and not an event: the reason, on the form's page.
+    let (s, _, b) = raw(
+        &app,
+        "POST",
+        "/ui/datasets/alpha/preview",
+        &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
+        Some("event=%7B%22type%22%3A%22gaussian%22%2C%22noise_multiplier%22%3A0.3%7D"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(b.contains("No: the gate would refuse it."), "{b}");
+    let (s, _, b) = raw(
+        &app,
+        "POST",
+        "/ui/datasets/alpha/preview",
+        &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
+        Some("event=%7B%22type%22%3A%22gaussian%22%7D"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(b.contains("noise_multiplier"), "{b}");
+    // Nothing was charged by the previews.
+    let (_, after) = app.get("/v1/datasets/alpha").await;
+    assert_eq!(after["units"], 3);
+}
+
+/// The bound on server-side render time for a ledger of 10⁴ units.
+const RENDER_LIMIT_MS: u128 = 200;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_a_ledger_of_ten_thousand_units_render_in_under_200_ms() {
+    let unlimited = Limits {
+        rate_per_second: 1e9,
+        rate_burst: 1e9,
+        ..Limits::default()
+    };
+    let app = std::sync::Arc::new(spawn_app_with(unlimited).await);
+    app.dataset("big", 100.0).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..16 {
+        let app = app.clone();
+        tasks.spawn(async move {
+            for i in 0..625 {
+                let (s, b) = app
+                    .post(
+                        "/v1/datasets/big/charges",
+                        json!({"event": {"type": "gaussian", "noise_multiplier": 50.0},
+                               "label": format!("w{w} q{i}"), "reserve": i % 100 == 0}),
+                    )
+                    .await;
+                assert_eq!(s, StatusCode::CREATED, "{b}");
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    let cookie = session(&app, &app.token).await;
+    for uri in [
+        "/ui",
+        "/ui/datasets/big",
+        "/ui/datasets/big?alpha=log&q=w3&page=2",
+        "/ui/audit?dataset_id=big",
+    ] {
+        let mut times = vec![];
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            let (s, b) = page(&app, &cookie, uri).await;
+            times.push(t.elapsed().as_millis());
+            assert_eq!(s, StatusCode::OK, "{uri}");
+            assert!(b.len() < 2_000_000, "{uri}: {} bytes", b.len());
+        }
+        times.sort();
+        eprintln!("{uri}: median {} ms over 5", times[2]);
+        assert!(times[2] < RENDER_LIMIT_MS, "{uri}: {times:?} ms");
+    }
+    let (_, b) = page(&app, &cookie, "/ui/datasets/big").await;
+    assert!(b.contains(">10000<"), "the units figure");
+    assert!(b.contains("upper envelope of 10000 units"));
+}
