@@ -199,6 +199,21 @@ async fn text(c: &Client, css: &str) -> String {
         .unwrap()
 }
 
+/// Types `event` into the preview form, sends it and returns the verdict's text.
+async fn preview(c: &Client, event: &str) -> String {
+    let area = c.find(Locator::Id("event")).await.unwrap();
+    area.clear().await.unwrap();
+    area.send_keys(event).await.unwrap();
+    c.form(Locator::Css("form.preview"))
+        .await
+        .unwrap()
+        .submit()
+        .await
+        .unwrap();
+    let verdict = c.wait().for_element(Locator::Id("verdict")).await.unwrap();
+    verdict.text().await.unwrap()
+}
+
 async fn no_horizontal_scroll(c: &Client) -> bool {
     c.execute(
         "return document.documentElement.scrollWidth <= window.innerWidth + 1",
@@ -384,35 +399,13 @@ async fn the_dashboard_in_a_real_browser() {
 
     // The preview form: would this run fit?
     c.goto(&format!("{url}/ui/datasets/cifar10")).await.unwrap();
-    let area = c.find(Locator::Id("event")).await.unwrap();
-    area.clear().await.unwrap();
-    area.send_keys(r#"{"type": "gaussian", "noise_multiplier": 3}"#)
-        .await
-        .unwrap();
-    c.form(Locator::Css("form.preview"))
-        .await
-        .unwrap()
-        .submit()
-        .await
-        .unwrap();
-    let verdict = c.wait().for_element(Locator::Id("verdict")).await.unwrap();
-    assert!(verdict.text().await.unwrap().starts_with("Yes"));
+    let verdict = preview(&c, r#"{"type": "gaussian", "noise_multiplier": 3}"#).await;
+    assert!(verdict.starts_with("Yes"), "{verdict}");
     assert!(text(&c, "#unit").await.contains("μ = 0.3334"));
     fit(&c, 1280, 700).await;
     shot(&c, "preview").await;
-    let area = c.find(Locator::Id("event")).await.unwrap();
-    area.clear().await.unwrap();
-    area.send_keys(r#"{"type": "gaussian", "noise_multiplier": 0.2}"#)
-        .await
-        .unwrap();
-    c.form(Locator::Css("form.preview"))
-        .await
-        .unwrap()
-        .submit()
-        .await
-        .unwrap();
-    let verdict = c.wait().for_element(Locator::Id("verdict")).await.unwrap();
-    assert!(verdict.text().await.unwrap().starts_with("No"));
+    let verdict = preview(&c, r#"{"type": "gaussian", "noise_multiplier": 0.2}"#).await;
+    assert!(verdict.starts_with("No"), "{verdict}");
 
     // The audit log, filtered by dataset.
     c.goto(&format!("{url}/ui/audit")).await.unwrap();

@@ -334,6 +334,47 @@ mod tests {
         Budget::new(mu, delta).unwrap()
     }
 
+    /// `more_like` never promises a unit the gate would refuse: that many units of the same
+    /// certificate are admitted one after another.
+    #[test]
+    fn as_many_more_units_as_promised_are_admitted() {
+        let cases = [
+            (2.0, 1e-6, 0.0, 0.0, 0.2, 0.0),
+            (2.0, 1e-6, 1.5, 1e-7, 0.3, 1e-9),
+            (1.0, 1e-10, 0.1, 0.0, 0.01, 1e-13),
+            (3.0, 1e-5, 2.999, 9e-6, 0.05, 1e-7),
+            (0.5, 1e-8, 0.0, 0.0, 0.123_456_789, 3.3e-10),
+        ];
+        for (mu_b, delta_b, spent_mu, spent_delta, mu, delta) in cases {
+            let b = budget(mu_b, delta_b);
+            let mut s = FilterState::empty();
+            if spent_mu > 0.0 || spent_delta > 0.0 {
+                s = s.with(&Certificate::new(spent_mu, spent_delta).unwrap());
+            }
+            let c = Certificate::new(mu, delta).unwrap();
+            let k = b.more_like(&s, &c).unwrap();
+            assert!(k < 1_000_000, "{k}");
+            for i in 0..k {
+                match b.admits(&s, &c) {
+                    Admission::Admitted(n) => s = n,
+                    r => panic!("unit {} of {k} promised for {c:?}: {r:?}", i + 1),
+                }
+            }
+        }
+        // A unit that spends nothing has no bound; the full budget has room for exactly one
+        // unit of μ_B.
+        let b = budget(1.0, 1e-6);
+        let empty = FilterState::empty();
+        assert_eq!(
+            b.more_like(&empty, &Certificate::new(0.0, 0.0).unwrap()),
+            None
+        );
+        assert_eq!(
+            b.more_like(&empty, &Certificate::new(1.0, 0.0).unwrap()),
+            Some(1)
+        );
+    }
+
     #[test]
     fn gaussian_units_fill_the_budget_exactly_in_quadrature() {
         let b = budget(2.0, 1e-6);

@@ -222,6 +222,14 @@ async fn a_token_sees_only_what_it_may_read_and_text_is_escaped() {
     let (s, b) = page(&app, &admin, "/ui/audit?dataset_id=alpha").await;
     assert_eq!(s, StatusCode::OK);
     assert!(b.contains("unit.admitted"), "{b}");
+    // Days, both included (UTC): today's records, none in 2000, and a day that is not one.
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let (_, b) = page(&app, &admin, &format!("/ui/audit?from={today}&to={today}")).await;
+    assert!(b.contains("unit.admitted"));
+    let (_, b) = page(&app, &admin, "/ui/audit?from=2000-01-01&to=2000-01-02").await;
+    assert!(b.contains("No records match."));
+    let (s, _) = page(&app, &admin, "/ui/audit?from=2000-13-01").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
 }
 
 #[tokio::test]

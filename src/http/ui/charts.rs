@@ -48,14 +48,16 @@ pub fn ring(used: f64, label: &str, aria: &str) -> Markup {
 /// One point of the spending chart: the unit's ledger position, μ spent after it, and whether it
 /// is still reserved.
 #[derive(Debug, Clone, Copy)]
-pub struct Step {
+pub struct Step<'a> {
     pub seq: i64,
+    /// When (RFC 3339).
+    pub at: &'a str,
     pub mu_after: f64,
     pub reserved: bool,
 }
 
 /// μ spent after each unit, as steps, against the budget line.
-pub fn spending(steps: &[Step], budget_mu: f64) -> Markup {
+pub fn spending(steps: &[Step<'_>], budget_mu: f64) -> Markup {
     if steps.is_empty() {
         return html! { p.empty { "Nothing spent yet: the chart appears with the first charge." } };
     }
@@ -79,8 +81,8 @@ pub fn spending(steps: &[Step], budget_mu: f64) -> Markup {
         .filter(|(_, s)| s.reserved)
         .map(|(i, s)| (x(i as f64 + 0.5), y(s.mu_after)))
         .collect();
-    let first = drawn.first().map_or(0, |s| s.seq);
-    let last = drawn.last().map_or(0, |s| s.seq);
+    let (first, last) = (&steps[0], &steps[steps.len() - 1]);
+    let when = |s: &Step<'_>| s.at.get(..16).unwrap_or(s.at).replace('T', " ");
     html! {
         svg.chart viewBox=(format!("0 0 {W} {H}")) role="img"
             aria-label=(format!("μ spent after each of {} units, budget μ = {}", steps.len(), num(budget_mu))) {
@@ -91,8 +93,8 @@ pub fn spending(steps: &[Step], budget_mu: f64) -> Markup {
             @for (cx, cy) in &reserved {
                 circle.reserved cx=(format!("{cx:.1}")) cy=(format!("{cy:.1}")) r="3.5" {}
             }
-            text.axis-label x=(LEFT) y=(H - 8.0) { "entry " (first) }
-            text.axis-label x=(W - RIGHT) y=(H - 8.0) text-anchor="end" { "entry " (last) }
+            text.axis-label x=(LEFT) y=(H - 8.0) { "entry " (first.seq) ", " (when(first)) }
+            text.axis-label x=(W - RIGHT) y=(H - 8.0) text-anchor="end" { "entry " (last.seq) ", " (when(last)) " UTC" }
         }
         @if drawn.len() < steps.len() {
             p.note { "Drawn as the upper envelope of " (steps.len()) " units in " (drawn.len()) " steps." }
@@ -102,7 +104,7 @@ pub fn spending(steps: &[Step], budget_mu: f64) -> Markup {
 
 /// At most `max` steps: consecutive buckets, each drawn at its largest μ (and as reserved if
 /// any unit in it is).
-fn envelope(steps: &[Step], max: usize) -> Vec<Step> {
+fn envelope<'a>(steps: &[Step<'a>], max: usize) -> Vec<Step<'a>> {
     if steps.len() <= max {
         return steps.to_vec();
     }
@@ -111,6 +113,7 @@ fn envelope(steps: &[Step], max: usize) -> Vec<Step> {
         .chunks(per)
         .map(|c| Step {
             seq: c[c.len() - 1].seq,
+            at: c[c.len() - 1].at,
             mu_after: c.iter().map(|s| s.mu_after).fold(0.0, f64::max),
             reserved: c.iter().any(|s| s.reserved),
         })
@@ -224,6 +227,7 @@ mod tests {
         let steps: Vec<Step> = (0..10_000)
             .map(|i| Step {
                 seq: i,
+                at: "2026-11-24T00:00:00Z",
                 mu_after: ((i % 97) as f64).sqrt(),
                 reserved: i == 5_000,
             })

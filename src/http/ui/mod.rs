@@ -392,12 +392,28 @@ async fn audit(Session(actor): Session, State(s): State<AppState>, uri: Uri) -> 
             ),
         );
     }
+    // Days as the audit log's times are written (RFC 3339, UTC): from the first day's start to
+    // the start of the day after the last.
+    let day = |s: &str, next: bool| -> Result<Option<String>, ApiError> {
+        if s.is_empty() {
+            return Ok(None);
+        }
+        let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| {
+            ApiError::invalid_param("query", format!("{s:?} is not a day (YYYY-MM-DD)"))
+        })?;
+        let d = if next { d.succ_opt().unwrap_or(d) } else { d };
+        Ok(Some(format!("{}T00:00:00Z", d.format("%Y-%m-%d"))))
+    };
+    let (since, until) = match (day(&f.from, false), day(&f.to, true)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return error_page(Some(&who), e),
+    };
     let nonempty = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_owned());
     let query = crate::store::AuditQuery {
         dataset_id: nonempty(&f.dataset_id),
         principal: nonempty(&f.principal),
-        since: None,
-        until: None,
+        since,
+        until,
         after: f.after.max(0),
         limit: AUDIT_PAGE,
     };

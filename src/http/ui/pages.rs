@@ -257,6 +257,7 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
         .filter_map(|c| {
             c.mu_after.map(|m| Step {
                 seq: c.seq,
+                at: &c.created_at,
                 mu_after: m,
                 reserved: c.status == "reserved",
             })
@@ -515,6 +516,11 @@ pub struct AuditFilter {
     pub principal: String,
     #[serde(default)]
     pub action: String,
+    /// First and last day shown (UTC, `YYYY-MM-DD`, both included).
+    #[serde(default)]
+    pub from: String,
+    #[serde(default)]
+    pub to: String,
     #[serde(default)]
     pub after: i64,
 }
@@ -539,6 +545,8 @@ pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Opti
                 label { "Dataset " input type="text" name="dataset_id" value=(f.dataset_id); }
                 label { "Principal " input type="text" name="principal" value=(f.principal); }
                 label { "Action starts with " input type="text" name="action" value=(f.action) placeholder="unit."; }
+                label { "From (UTC) " input type="date" name="from" value=(f.from); }
+                label { "To (UTC) " input type="date" name="to" value=(f.to); }
                 button type="submit" { "Filter" }
             }
             @if shown.is_empty() {
@@ -575,9 +583,11 @@ pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Opti
 
 fn audit_link(f: &AuditFilter, after: i64) -> String {
     format!(
-        "/ui/audit?dataset_id={}&principal={}&action={}&after={after}",
+        "/ui/audit?dataset_id={}&principal={}&action={}&from={}&to={}&after={after}",
         enc(&f.dataset_id),
         enc(&f.principal),
-        enc(&f.action)
+        enc(&f.action),
+        enc(&f.from),
+        enc(&f.to)
     )
 }
