@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn the_envelope_never_draws_below_a_unit() {
-        let steps: Vec<Step> = (0..10_000)
+        let steps: Vec<Step<'_>> = (0..10_000)
             .map(|i| Step {
                 seq: i,
                 at: "2026-11-24T00:00:00Z",

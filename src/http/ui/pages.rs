@@ -250,7 +250,7 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
     };
     let r = &p.report;
     let log = filter.alpha == "log";
-    let steps: Vec<Step> = p
+    let steps: Vec<Step<'_>> = p
         .units
         .iter()
         .filter(|c| c.status != "released")
