@@ -501,3 +501,50 @@ mod state {
         assert_eq!(c, before);
     }
 }
+
+/// The US Census 2020 TopDown accounting (Su, Su & Wang 2024, as replicated by the f-DP lecture
+/// notes' companion notebook, "Figure 4b"): eight geographic levels, each a discrete Gaussian
+/// (sensitivity 1) composed 10 times, with the published zCDP budget ρ = 3.65 split by the shares
+/// a = [2, 27.4, 8.5, 13.1, 13.1, 23.8, 11.8, 0.3] %, so σᵢ = √(10 / (2·aᵢ·ρ)). The example file is
+/// `docs/examples/census-2020-topdown.json` (documented in `docs/census-2020.md`).
+///
+/// Oracles: (1) the continuous Gaussian with the same ρ is exactly √(2ρ) = √7.3-GDP, and a discrete
+/// Gaussian with σ ≥ 2.2 differs from the continuous one by terms of order e^{−2π²σ²} < 1e-40 in
+/// its normalising constant, so μ, ε(δ) and the advantage must match the closed forms of G_√7.3 up
+/// to the engine's discretisation; (2) the notebook's values at h = 1e-3 (μ = 2.7019,
+/// ε(1e-5) = 14.576, ε(1e-10) = 20.325, advantage 0.8233, Tier-II β, α* = 0.088359).
+#[test]
+fn census_2020_topdown_is_2_702_gdp() {
+    use privacy_ledger::accountant::gdp;
+    let req: Value =
+        serde_json::from_str(include_str!("../../docs/examples/census-2020-topdown.json")).unwrap();
+    let r = account(&AccountRequest::from_json(&req).unwrap()).unwrap();
+    let mu_star = 7.3f64.sqrt();
+    // The upper μ is sound (never below the truth): at most 1e-4 above √(2ρ) from the grid
+    // (h = 1e-4 moves each log-likelihood atom by at most h), and not below it by more than the
+    // discrete/continuous difference.
+    const GRID_REL: f64 = 1e-4;
+    let up = r.mu.upper.unwrap();
+    assert!(up >= mu_star * (1.0 - 1e-9) && up <= mu_star * (1.0 + GRID_REL), "{up}");
+    assert!(r.mu.regret.unwrap() < 1e-6);
+    // ε(δ) and the advantage against G_√7.3's closed forms, and the notebook's four digits.
+    const NOTEBOOK_ABS: f64 = 5e-4;
+    for (p, published) in r.epsilon.iter().zip([14.576, 20.325]) {
+        let eps = p.epsilon.unwrap();
+        let closed = gdp::epsilon_for_delta(mu_star, p.delta);
+        assert!((eps - closed).abs() <= closed * GRID_REL, "ε({}) {eps} vs {closed}", p.delta);
+        assert!((eps - published).abs() <= NOTEBOOK_ABS, "ε({}) {eps}", p.delta);
+    }
+    let adv = gdp::advantage(mu_star);
+    assert!((r.advantage - adv).abs() <= adv * GRID_REL, "{} vs {adv}", r.advantage);
+    assert!((r.advantage - 0.8233).abs() <= NOTEBOOK_ABS);
+    // The Tier-II table: β (a lower bound of f) at the recommended α, against the notebook's
+    // six digits (computed at h = 1e-3, ours at 1e-4: they may differ in the last digit).
+    const TIER2_ABS: f64 = 2e-6;
+    let published = [0.999874, 0.998194, 0.979894, 0.845462, 0.651132, 0.353642, 0.077760];
+    for (t, want) in r.tradeoff.iter().zip(published) {
+        assert!((t.beta - want).abs() <= TIER2_ABS, "β({}) {} vs {want}", t.alpha, t.beta);
+        assert!(t.beta <= gdp::tradeoff(mu_star, t.alpha) + GRID_REL, "β({})", t.alpha);
+    }
+    assert!((r.tier2.alpha_star - 0.088359).abs() <= TIER2_ABS);
+}
