@@ -525,26 +525,52 @@ fn census_2020_topdown_is_2_702_gdp() {
     // discrete/continuous difference.
     const GRID_REL: f64 = 1e-4;
     let up = r.mu.upper.unwrap();
-    assert!(up >= mu_star * (1.0 - 1e-9) && up <= mu_star * (1.0 + GRID_REL), "{up}");
+    assert!(
+        up >= mu_star * (1.0 - 1e-9) && up <= mu_star * (1.0 + GRID_REL),
+        "{up}"
+    );
     assert!(r.mu.regret.unwrap() < 1e-6);
     // ε(δ) and the advantage against G_√7.3's closed forms, and the notebook's four digits.
     const NOTEBOOK_ABS: f64 = 5e-4;
     for (p, published) in r.epsilon.iter().zip([14.576, 20.325]) {
         let eps = p.epsilon.unwrap();
         let closed = gdp::epsilon_for_delta(mu_star, p.delta);
-        assert!((eps - closed).abs() <= closed * GRID_REL, "ε({}) {eps} vs {closed}", p.delta);
-        assert!((eps - published).abs() <= NOTEBOOK_ABS, "ε({}) {eps}", p.delta);
+        assert!(
+            (eps - closed).abs() <= closed * GRID_REL,
+            "ε({}) {eps} vs {closed}",
+            p.delta
+        );
+        assert!(
+            (eps - published).abs() <= NOTEBOOK_ABS,
+            "ε({}) {eps}",
+            p.delta
+        );
     }
     let adv = gdp::advantage(mu_star);
-    assert!((r.advantage - adv).abs() <= adv * GRID_REL, "{} vs {adv}", r.advantage);
+    assert!(
+        (r.advantage - adv).abs() <= adv * GRID_REL,
+        "{} vs {adv}",
+        r.advantage
+    );
     assert!((r.advantage - 0.8233).abs() <= NOTEBOOK_ABS);
     // The Tier-II table: β (a lower bound of f) at the recommended α, against the notebook's
     // six digits (computed at h = 1e-3, ours at 1e-4: they may differ in the last digit).
     const TIER2_ABS: f64 = 2e-6;
-    let published = [0.999874, 0.998194, 0.979894, 0.845462, 0.651132, 0.353642, 0.077760];
+    let published = [
+        0.999874, 0.998194, 0.979894, 0.845462, 0.651132, 0.353642, 0.077760,
+    ];
     for (t, want) in r.tradeoff.iter().zip(published) {
-        assert!((t.beta - want).abs() <= TIER2_ABS, "β({}) {} vs {want}", t.alpha, t.beta);
-        assert!(t.beta <= gdp::tradeoff(mu_star, t.alpha) + GRID_REL, "β({})", t.alpha);
+        assert!(
+            (t.beta - want).abs() <= TIER2_ABS,
+            "β({}) {} vs {want}",
+            t.alpha,
+            t.beta
+        );
+        assert!(
+            t.beta <= gdp::tradeoff(mu_star, t.alpha) + GRID_REL,
+            "β({})",
+            t.alpha
+        );
     }
     assert!((r.tier2.alpha_star - 0.088359).abs() <= TIER2_ABS);
 }
