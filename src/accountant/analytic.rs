@@ -117,6 +117,7 @@ pub fn type_name(e: &Event) -> &'static str {
         Event::RandomizedResponse { .. } => "randomized_response",
         Event::EpsilonDelta { .. } => "epsilon_delta",
         Event::Gdp { .. } => "gdp",
+        Event::Zcdp { .. } => "zcdp",
         Event::PoissonSampled { .. } => "poisson_sampled",
         Event::SampledWithoutReplacement { .. } => "sampled_without_replacement",
         Event::SelfComposed { .. } => "self_composed",

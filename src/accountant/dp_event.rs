@@ -18,6 +18,7 @@
 //! | `DiscreteGaussianDpEvent{sigma, sensitivity, dimension}` (dimension null or 1) | `discrete_gaussian` |
 //! | `RandomizedResponseDpEvent{noise_parameter, num_buckets}` | `randomized_response` |
 //! | `EpsilonDeltaDpEvent{epsilon, delta}` | `epsilon_delta` |
+//! | `ZCDpEvent{rho}` | `zcdp` |
 //! | `PoissonSampledDpEvent{sampling_probability, event}` | `poisson_sampled{sampling_rate}` |
 //! | `SampledWithoutReplacementDpEvent{source_dataset_size, sample_size, event}` | `sampled_without_replacement{population_size, sample_size}` |
 //! | `SelfComposedDpEvent{event, count}` | `self_composed` |
@@ -49,6 +50,7 @@ pub const DP_ACCOUNTING_CLASSES: &[&str] = &[
     "DiscreteGaussianDpEvent",
     "RandomizedResponseDpEvent",
     "EpsilonDeltaDpEvent",
+    "ZCDpEvent",
     "PoissonSampledDpEvent",
     "SampledWithoutReplacementDpEvent",
     "SelfComposedDpEvent",
@@ -191,6 +193,10 @@ fn translate(
             copy(&mut f, &mut out, "epsilon", "epsilon")?;
             copy(&mut f, &mut out, "delta", "delta")?;
             "epsilon_delta"
+        }
+        "ZCDpEvent" => {
+            copy(&mut f, &mut out, "rho", "rho")?;
+            "zcdp"
         }
         "PoissonSampledDpEvent" => {
             copy(&mut f, &mut out, "sampling_probability", "sampling_rate")?;

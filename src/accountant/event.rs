@@ -129,6 +129,9 @@ pub enum Event {
     },
     /// A mechanism known to be mu-GDP.
     Gdp { mu: NonNegative },
+    /// A black box known only to be rho-zCDP (Bun & Steinke 2016): its Rényi divergences between
+    /// neighbouring outputs, both ways, are at most rho·α for every order α > 1.
+    Zcdp { rho: NonNegative },
     /// `event` run on a Poisson subsample: each record kept independently with `sampling_rate`.
     PoissonSampled {
         sampling_rate: Probability,
@@ -155,6 +158,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "randomized_response",
     "epsilon_delta",
     "gdp",
+    "zcdp",
     "poisson_sampled",
     "sampled_without_replacement",
     "self_composed",
@@ -308,6 +312,9 @@ fn parse(
         }
         "gdp" => Event::Gdp {
             mu: nonneg(&mut f, "mu")?,
+        },
+        "zcdp" => Event::Zcdp {
+            rho: nonneg(&mut f, "rho")?,
         },
         "poisson_sampled" => Event::PoissonSampled {
             sampling_rate: prob(&mut f, "sampling_rate")?,

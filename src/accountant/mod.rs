@@ -42,6 +42,7 @@ pub mod subsample;
 pub mod tradeoff;
 pub mod tv;
 pub mod work;
+pub mod zcdp;
 
 pub use event::Event;
 pub use json::InputError;

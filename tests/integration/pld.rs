@@ -574,3 +574,43 @@ fn census_2020_topdown_is_2_702_gdp() {
     }
     assert!((r.tier2.alpha_star - 0.088359).abs() <= TIER2_ABS);
 }
+
+/// A black-box ρ-zCDP event: its report is sound and useful. Oracles: the Gaussian mechanism with
+/// σ = 1/√(2ρ) is exactly ρ-zCDP, so no sound figure may be below the Gaussian's closed form; and
+/// the classical conversion ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016, Prop. 1.3) is a valid bound
+/// that ours, the infimum over Rényi orders, must not exceed (beyond the grid's h per side).
+#[test]
+fn a_zcdp_black_box_is_between_the_gaussian_and_the_classical_conversion() {
+    use privacy_ledger::accountant::gdp;
+    for rho in [0.02, 0.125, 1.0, 3.65] {
+        let req = json!({"events": [{"type": "zcdp", "rho": rho}], "deltas": [1e-3, 1e-6, 1e-10]});
+        let r = account(&AccountRequest::from_json(&req).unwrap()).unwrap();
+        let mu = (2.0f64 * rho).sqrt();
+        for p in &r.epsilon {
+            let eps = p.epsilon.unwrap();
+            let gauss = gdp::epsilon_for_delta(mu, p.delta);
+            let classical = rho + 2.0 * (rho * (1.0 / p.delta).ln()).sqrt();
+            assert!(
+                eps >= gauss,
+                "ρ={rho} δ={}: {eps} < Gaussian {gauss}",
+                p.delta
+            );
+            assert!(
+                eps <= classical + 1e-3,
+                "ρ={rho} δ={}: {eps} > {classical}",
+                p.delta
+            );
+        }
+        assert!(r.mu.upper.unwrap() >= mu, "ρ={rho}");
+        assert!(r.advantage >= gdp::advantage(mu));
+    }
+    // dp_accounting's ZCDpEvent is the same event; composed with others, still never below the
+    // Gaussian with the summed ρ.
+    let req = json!({"events": [
+        {"module_name": "dp_accounting.dp_event", "class_name": "ZCDpEvent", "rho": 0.25},
+        {"type": "self_composed", "count": 3, "event": {"type": "zcdp", "rho": 0.25}},
+    ], "deltas": [1e-6]});
+    let r = account(&AccountRequest::from_json(&req).unwrap()).unwrap();
+    let eps = r.epsilon[0].epsilon.unwrap();
+    assert!(eps >= gdp::epsilon_for_delta(2f64.sqrt(), 1e-6), "{eps}");
+}

@@ -315,6 +315,12 @@ fn pair_of(
             delta,
             total_variation,
         } => Source::epsilon_delta(epsilon.get(), delta.get(), total_variation.map(|t| t.get())),
+        Event::Zcdp { rho } => {
+            if rho.get() == 0.0 {
+                return Ok(None);
+            }
+            Source::zcdp(rho.get())
+        }
         Event::PoissonSampled {
             sampling_rate,
             event,

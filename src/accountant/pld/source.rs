@@ -237,6 +237,25 @@ impl Source {
         )
     }
 
+    /// A black box known only to be ρ-zCDP: both orderings bounded by the profile of
+    /// [`crate::accountant::zcdp::delta_for_epsilon`] (rounded up there; zCDP bounds the Rényi
+    /// divergence both ways, so one profile serves both orderings, and ε < 0 follows from the
+    /// hockey-stick identity like every symmetric source). No mass at +∞: the bound tends to 0.
+    pub(crate) fn zcdp(rho: f64) -> Self {
+        Self::symmetric(
+            Side {
+                delta: Arc::new(move |e| {
+                    crate::accountant::zcdp::delta_for_epsilon(rho, e.max(0.0))
+                }),
+                inf: 0.0,
+                extra: 0.0,
+                whole_line: false,
+                max_loss: None,
+            },
+            0.0,
+        )
+    }
+
     /// Laplace noise with scale b on a query of sensitivity s: loss in [−s/b, s/b] and
     /// δ(ε) = 1 − e^{(ε − s/b)/2} for ε < s/b, 0 beyond (Su, "A statistical viewpoint on differential privacy" Laplace trade-off, derived).
     pub(crate) fn laplace(scale_over_sensitivity: f64) -> Self {
