@@ -167,14 +167,26 @@ impl Composition {
     pub fn to_bytes(&self) -> Vec<u8> {
         let pmfs: Vec<&Pmf> = match &self.pld {
             None => vec![],
-            Some(p) => std::iter::once(&p.remove).chain(p.add.as_ref()).collect(),
+            Some(p) => {
+                let mut all: Vec<&Pmf> = std::iter::once(&p.remove).chain(p.add.as_ref()).collect();
+                if let Some(l) = &p.lower {
+                    all.extend(std::iter::once(&l.remove).chain(l.add.as_ref()));
+                }
+                all
+            }
         };
+        let lower = self
+            .pld
+            .as_ref()
+            .and_then(|p| p.lower.as_ref())
+            .map_or(0, |l| 1 + usize::from(l.add.is_some()));
         let header = Header {
             grid_step: self.grid_step,
             gdp: self.gdp,
             clt: self.clt,
             invocations: self.invocations,
             pmfs: pmfs.iter().map(|p| PmfHeader::of(p)).collect(),
+            lower,
         };
         let json = serde_json::to_vec(&header).expect("header serialises");
         let mut out =
@@ -218,11 +230,22 @@ impl Composition {
         if off != b.len() {
             return Err("trailing bytes after the masses".into());
         }
-        let mut it = pmfs.into_iter();
-        let pld = it.next().map(|remove| Pld {
-            remove,
-            add: it.next(),
-        });
+        if header.lower > 2 || header.lower > pmfs.len() || pmfs.len() - header.lower > 2 {
+            return Err("inconsistent PMF counts".into());
+        }
+        let lower_pmfs = pmfs.split_off(pmfs.len() - header.lower);
+        let pair = |v: Vec<Pmf>| {
+            let mut it = v.into_iter();
+            it.next().map(|remove| Pld {
+                remove,
+                add: it.next(),
+                lower: None,
+            })
+        };
+        let mut pld = pair(pmfs);
+        if let Some(p) = pld.as_mut() {
+            p.lower = pair(lower_pmfs).map(Box::new);
+        }
         GridStep::new(header.grid_step).map_err(|e| format!("grid step {e}"))?;
         Ok(Composition {
             grid_step: header.grid_step,
@@ -241,6 +264,9 @@ struct Header {
     clt: Option<CltSums>,
     invocations: u64,
     pmfs: Vec<PmfHeader>,
+    /// How many of the last `pmfs` are the lower PMFs (0 in states written before they existed).
+    #[serde(default)]
+    lower: usize,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -252,6 +278,9 @@ struct PmfHeader {
     inf_trunc: f64,
     moved_up: f64,
     abs_err: f64,
+    /// Absent in states written before it existed: then unknown (the conservative reading).
+    #[serde(default)]
+    bin_err: Option<f64>,
     rel_err: f64,
     steps: u64,
 }
@@ -266,6 +295,7 @@ impl PmfHeader {
             inf_trunc: p.inf_trunc,
             moved_up: p.moved_up,
             abs_err: p.abs_err,
+            bin_err: p.bin_err,
             rel_err: p.rel_err,
             steps: p.steps,
         }
@@ -280,6 +310,7 @@ impl PmfHeader {
             inf_trunc: self.inf_trunc,
             moved_up: self.moved_up,
             abs_err: self.abs_err,
+            bin_err: self.bin_err,
             rel_err: self.rel_err,
             steps: self.steps,
         }

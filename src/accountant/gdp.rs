@@ -232,6 +232,11 @@ pub fn delta_for_epsilon(mu: f64, eps: f64) -> f64 {
     delta_dir(mu, eps, true)
 }
 
+/// The lower end of [`delta_bounds`] alone (half the work of both ends).
+pub fn delta_for_epsilon_lower(mu: f64, eps: f64) -> f64 {
+    delta_dir(mu, eps, false)
+}
+
 /// Below this x = a/√2 (a = ε/μ − μ/2 ≤ −36.8) δ_μ(ε) > 1 − 1e-290: the bracket is [1 − 2⁻⁵³, 1].
 const X_DELTA_ONE: f64 = -26.0;
 /// Above this x, δ_μ(ε) ≤ Φ(−a) = ½e^{−x²}erfcx(x) < ½·4.3e-324·0.021 < 2⁻¹⁰⁷⁴: the bracket is

@@ -21,7 +21,9 @@ const EPS_REL_TOL: f64 = 1e-3;
 /// δ likewise, plus an absolute floor for the deep tail, where dp_accounting's self-composition adds
 /// a fixed 1e-15 of infinity mass that ours does not, and where both truncate at ~1e-15.
 const DELTA_REL_TOL: f64 = 1e-3;
-const DELTA_ABS_TOL: f64 = 1e-12;
+/// The absolute floor: besides the 1e-15 tails, our certified upper carries the n-fold power's
+/// round-off bound (≈ 1.6e-12 for 10⁵ steps of q = 1e-3), which dp_accounting does not.
+const DELTA_ABS_TOL: f64 = 2e-12;
 /// μ may exceed gdpnum's: gdpnum drops breakpoints with α < 1e-10 (it is optimistic there); ours
 /// keeps them up to the δ slack. It must never be below by more than the grid effect.
 const MU_BELOW_TOL: f64 = 2e-3;
@@ -531,20 +533,25 @@ fn census_2020_topdown_is_2_702_gdp() {
     );
     assert!(r.mu.regret.unwrap() < 1e-6);
     // ε(δ) and the advantage against G_√7.3's closed forms, and the notebook's four digits.
+    // At δ = 1e-10 the certified upper also carries the round-off bound of the 10-fold
+    // compositions (repeated squaring's calibrated model, ≈ 1e-12 in δ): +1.8e-4 relative in ε,
+    // 20.3283 against the notebook's 20.325 (which carries no round-off bound).
     const NOTEBOOK_ABS: f64 = 5e-4;
+    const ROUND_OFF_REL: f64 = 2e-4;
     for (p, published) in r.epsilon.iter().zip([14.576, 20.325]) {
         let eps = p.epsilon.unwrap();
         let closed = gdp::epsilon_for_delta(mu_star, p.delta);
+        let (rel, abs) = if p.delta < 1e-8 {
+            (ROUND_OFF_REL, closed * ROUND_OFF_REL)
+        } else {
+            (GRID_REL, NOTEBOOK_ABS)
+        };
         assert!(
-            (eps - closed).abs() <= closed * GRID_REL,
+            eps >= closed * (1.0 - GRID_REL) && eps <= closed * (1.0 + rel),
             "ε({}) {eps} vs {closed}",
             p.delta
         );
-        assert!(
-            (eps - published).abs() <= NOTEBOOK_ABS,
-            "ε({}) {eps}",
-            p.delta
-        );
+        assert!((eps - published).abs() <= abs, "ε({}) {eps}", p.delta);
     }
     let adv = gdp::advantage(mu_star);
     assert!(
@@ -613,4 +620,81 @@ fn a_zcdp_black_box_is_between_the_gaussian_and_the_classical_conversion() {
     let r = account(&AccountRequest::from_json(&req).unwrap()).unwrap();
     let eps = r.epsilon[0].epsilon.unwrap();
     assert!(eps >= gdp::epsilon_for_delta(2f64.sqrt(), 1e-6), "{eps}");
+}
+
+/// Lower PMFs (issue 14): a long composition of Gaussians on the numerical engine against the closed
+/// form G_{√n·μ}. The upper and lower ends must bracket the exact values, and the bracket must not
+/// widen with the number of compositions the way a shift by (compositions)·h would (that gave a
+/// lower ε near 0 here).
+#[test]
+fn a_composed_gaussian_pld_is_bracketed_tightly_by_the_closed_form() {
+    let ev = Event::Gdp {
+        mu: privacy_ledger::accountant::event::NonNegative::new(0.05).unwrap(),
+    };
+    let one = Pld::from_event(
+        &ev,
+        NeighboringRelation::AddOrRemoveOne,
+        1e-4,
+        &JsonPath::root(),
+    )
+    .unwrap();
+    assert!(one.has_lower());
+    let pld = one.self_compose(1600).unwrap();
+    let g = PldGuarantee::new(&pld, None);
+    let mu = 2.0; // √1600 · 0.05
+                  // The bracket's relative width in ε: measured 1.3e-5 … 3e-5; the bar is the issue's 1e-3.
+    const WIDTH: f64 = 1e-4;
+    for &d in &[1e-2, 1e-5, 1e-8] {
+        let (lo, hi) = g.epsilon_bounds(d);
+        let (exact_lo, exact_hi) = gdp::epsilon_bounds(mu, d);
+        assert!(
+            lo <= exact_hi && hi >= exact_lo,
+            "ε({d}): [{lo}, {hi}] vs {exact_lo}"
+        );
+        assert!(lo >= hi * (1.0 - WIDTH), "ε({d}): [{lo}, {hi}]");
+    }
+    for &e in &[0.5, 2.0, 5.0] {
+        let (lo, hi) = g.delta_bounds(e);
+        let (exact_lo, exact_hi) = gdp::delta_bounds(mu, e);
+        assert!(
+            lo <= exact_hi && hi >= exact_lo,
+            "δ({e}): [{lo}, {hi}] vs {exact_lo}"
+        );
+        assert!(lo >= hi * (1.0 - 10.0 * WIDTH), "δ({e}): [{lo}, {hi}]");
+    }
+    let m = g.mu(1e-10);
+    let (lo, hi) = (m.lower.unwrap(), m.upper.unwrap());
+    assert!(
+        lo <= mu * (1.0 + 1e-12) && hi >= mu * (1.0 - 1e-12),
+        "μ [{lo}, {hi}]"
+    );
+    assert!(lo >= hi * (1.0 - 1e-3), "μ [{lo}, {hi}]");
+}
+
+/// The issue's MNIST DP-SGD case (q = 256/60000, σ = 1.1, 14 100 steps, add/remove, h = 1e-4):
+/// prv_accountant (eps_error 0.001) certifies ε(1e-5) ∈ [2.3841, 2.3861]. Our bracket must overlap
+/// it and be at most 1e-3 wide relative (the shifted bound gave [0.975, 2.3852]).
+#[test]
+fn mnist_dp_sgd_epsilon_is_bracketed_to_a_thousandth() {
+    let req = json!({
+        "events": [{"type": "self_composed", "count": 14100,
+                    "event": {"type": "poisson_sampled", "sampling_rate": 256.0 / 60000.0,
+                              "event": {"type": "gaussian", "noise_multiplier": 1.1}}}],
+        "deltas": [1e-5], "epsilons": [1.0], "grid_step": 1e-4,
+        "neighboring_relation": "add_or_remove_one"});
+    let r = account(&AccountRequest::from_json(&req).unwrap()).unwrap();
+    let p = &r.epsilon[0];
+    let (lo, hi) = (p.epsilon_lower.unwrap(), p.epsilon.unwrap());
+    assert!(
+        lo <= 2.3861 && hi >= 2.3841,
+        "[{lo}, {hi}] vs prv_accountant's [2.3841, 2.3861]"
+    );
+    assert!(lo >= hi * (1.0 - 1e-3), "[{lo}, {hi}]");
+    let d = &r.delta[0];
+    assert!(
+        d.delta_lower >= d.delta * (1.0 - 1e-2),
+        "δ(1): [{}, {}]",
+        d.delta_lower,
+        d.delta
+    );
 }

@@ -8,10 +8,12 @@
 //!
 //! - **upper** (sound): the profile of the pessimistic PMF, plus all truncated mass, widened by the
 //!   recorded relative and absolute round-off bounds;
-//! - **lower**: connect-the-dots puts each discretised loss at most one grid step above the true
-//!   loss in the stochastic order (it splits the mass of every cell between the cell's ends), so
-//!   shifting a composition of `steps` discretisations down by steps·h gives a PMF below the truth;
-//!   truncated and moved mass and round-off are subtracted.
+//! - **lower**: from *lower PMFs* composed alongside ([`ctd::discretise_lower`]: chords of the
+//!   profile lowered by a certified bound on their rise, so each one's profile is below the truth at
+//!   every ε, and such profiles compose), with every mass floored by a bound on its own round-off.
+//!   Where a component has no lower PMF (atom lists, ρ-zCDP, profiles of inner PLDs) its upper PMF
+//!   stands in, shifted down by one grid step per discretisation (connect-the-dots puts each loss at
+//!   most one step above the truth in the stochastic order); truncated and moved mass are left out.
 //!
 //! The trade-off curve comes from the profile (DRS22 Prop. 5/6: f(α) = sup_ε max{1 − δ(ε) − e^ε α,
 //! e^{−ε}(1 − δ(ε) − α)}), with δ the larger of the two orderings' profiles, which symmetrises
@@ -85,13 +87,29 @@ impl From<crate::accountant::work::Stopped> for PldError {
 pub struct Pld {
     pub(crate) remove: Pmf,
     pub(crate) add: Option<Pmf>,
+    /// Lower PMFs, composed alongside: each one's profile is at or below the true profile at every
+    /// ε (after its own `steps`·h shift), see [`ctd::discretise_lower`]. `None` when no component
+    /// had one: the lower bounds are then read off the upper PMFs shifted by steps·h. Never nested
+    /// (the lower's own `lower` is `None`).
+    #[serde(default)]
+    pub(crate) lower: Option<Box<Pld>>,
 }
 
 impl Pld {
     /// Bytes held (the masses of its PMFs, plus a fixed overhead), for caches bounded by bytes.
     pub fn heap_bytes(&self) -> usize {
         let masses = self.remove.len() + self.add.as_ref().map_or(0, Pmf::len);
-        256 + 8 * masses
+        256 + 8 * masses + self.lower.as_ref().map_or(0, |l| l.heap_bytes())
+    }
+
+    /// The PMFs the lower bounds are read from: the lower PMFs if any, else these (shifted).
+    pub(crate) fn lower_view(&self) -> &Pld {
+        self.lower.as_deref().unwrap_or(self)
+    }
+
+    /// Whether dedicated lower PMFs are carried.
+    pub fn has_lower(&self) -> bool {
+        self.lower.is_some()
     }
 
     /// No privacy loss.
@@ -99,12 +117,17 @@ impl Pld {
         Pld {
             remove: Pmf::identity(h),
             add: None,
+            lower: None,
         }
     }
 
     /// A PLD from its PMFs (`add = None`: symmetric).
     pub fn from_pmfs(remove: Pmf, add: Option<Pmf>) -> Self {
-        Pld { remove, add }
+        Pld {
+            remove,
+            add,
+            lower: None,
+        }
     }
 
     /// The PMF of the add ordering.
@@ -122,8 +145,29 @@ impl Pld {
         self.add.is_none()
     }
 
-    /// Composition (both orderings convolved; symmetric stays symmetric).
+    /// Composition (both orderings convolved; symmetric stays symmetric). The lower PMFs are
+    /// composed too when either side carries them (a side without them lends its upper PMFs, whose
+    /// `steps` then shift the result's lower bound).
     pub fn compose(&self, other: &Pld) -> Result<Pld, PldError> {
+        let mut out = self.compose_pmfs(other)?;
+        if self.lower.is_some() || other.lower.is_some() {
+            let low = self.lower_view().compose_pmfs(other.lower_view())?;
+            out.lower = Some(Box::new(low));
+        }
+        Ok(out)
+    }
+
+    /// The n-fold composition with itself (lower PMFs too, when carried).
+    pub fn self_compose(&self, n: u64) -> Result<Pld, PldError> {
+        let mut out = self.self_compose_pmfs(n)?;
+        if let Some(low) = &self.lower {
+            out.lower = Some(Box::new(low.self_compose_pmfs(n)?));
+        }
+        Ok(out)
+    }
+
+    /// [`Pld::compose`] of these PMFs only (the lower parts are ignored).
+    fn compose_pmfs(&self, other: &Pld) -> Result<Pld, PldError> {
         if self.is_symmetric() && other.is_symmetric() {
             if let Some(n) = self.remove.compose_len(&other.remove) {
                 pmf::prepare_plans(n);
@@ -131,6 +175,7 @@ impl Pld {
             return Ok(Pld {
                 remove: self.remove.compose(&other.remove)?,
                 add: None,
+                lower: None,
             });
         }
         let len = pmf::shared_len(
@@ -147,11 +192,12 @@ impl Pld {
         Ok(Pld {
             remove: remove?,
             add: Some(add?),
+            lower: None,
         })
     }
 
-    /// The n-fold composition with itself.
-    pub fn self_compose(&self, n: u64) -> Result<Pld, PldError> {
+    /// [`Pld::self_compose`] of these PMFs only.
+    fn self_compose_pmfs(&self, n: u64) -> Result<Pld, PldError> {
         match &self.add {
             None => {
                 let window = self.remove.self_compose_window(n);
@@ -161,6 +207,7 @@ impl Pld {
                 Ok(Pld {
                     remove: self.remove.self_compose_at(n, window)?,
                     add: None,
+                    lower: None,
                 })
             }
             Some(a) => {
@@ -180,14 +227,17 @@ impl Pld {
                 Ok(Pld {
                     remove: remove?,
                     add: Some(add?),
+                    lower: None,
                 })
             }
         }
     }
 
-    /// Number of grid points held (both orderings).
+    /// Number of grid points held (both orderings, the lower PMFs included).
     pub fn grid_points(&self) -> usize {
-        self.remove.len() + self.add.as_ref().map_or(0, Pmf::len)
+        self.remove.len()
+            + self.add.as_ref().map_or(0, Pmf::len)
+            + self.lower.as_ref().map_or(0, |l| l.grid_points())
     }
 
     /// Builds the PLD of one event under a neighbouring relation on grid step h. `path` locates the

@@ -36,7 +36,12 @@ struct Side {
     inf_lower: f64,
     /// Mass to subtract in the lower bound (moved up, round-off).
     sub_lower: f64,
+    /// Relative error bound of the upper profile.
     rel: f64,
+    /// Relative error bound of the profile the lower bound reads.
+    rel_lower: f64,
+    /// Largest finite loss of the lower PMF (for the rounding margin of ε).
+    max_loss_lower: f64,
     abs: f64,
     max_loss: f64,
     /// Grid index of the first atom.
@@ -49,26 +54,40 @@ struct Side {
 }
 
 impl Side {
-    fn new(p: &Pmf) -> Self {
-        let shift = p.steps as f64 * p.h;
+    /// The queries of one ordering: `p` its upper PMF, `low` the PMF its lower bounds are read from
+    /// (a dedicated lower PMF, or `p` itself, shifted down by its steps·h).
+    fn new(p: &Pmf, low: &Pmf) -> Self {
+        let same = std::ptr::eq(p, low);
+        let shift = low.steps as f64 * low.h;
         let upper = p.profile(0.0);
-        let lower = (p.abs_err > 0.0).then(|| {
-            let floored: Vec<f64> = p.mass.iter().map(|&m| (m - p.abs_err).max(0.0)).collect();
-            AtomProfile::uniform(p.lo, p.h, 0.0, &floored)
+        // Every mass is floored by a bound on its own error: the per-mass bound when the error is
+        // FFT round-off only (then the floors alone keep the profile below the exact one, as a
+        // floored mass (m̂ − b)₊ is at most the exact mass whatever the sign of the error), else the
+        // δ-level bound, which is then also subtracted.
+        let (floor, sub_abs) = match low.bin_err {
+            Some(b) => (b, 0.0),
+            None => (low.abs_err, low.abs_err),
+        };
+        let lower = (!same || floor > 0.0).then(|| {
+            let floored: Vec<f64> = low.mass.iter().map(|&m| (m - floor).max(0.0)).collect();
+            AtomProfile::uniform(low.lo, low.h, 0.0, &floored)
         });
         let rel = p.rel_err + upper.rel_err();
+        let rel_lower = low.rel_err + lower.as_ref().map_or(upper.rel_err(), |l| l.rel_err());
         Side {
             upper,
             lower,
             shift,
             inf_upper: p.inf + p.inf_trunc,
-            inf_lower: p.inf,
+            inf_lower: low.inf,
             // 1e-300 absorbs subnormal-range rounding, which the relative error bounds do not model.
             // `abs_err` bounds δ's error (from FFT round-off and from inner numerical sources); every
             // bin is lowered by it as well in `lower`, against the clamped noise. 1e-300 absorbs
             // subnormal-range rounding, which the relative error bounds do not model.
-            sub_lower: p.moved_up + p.abs_err + 1e-300,
+            sub_lower: low.moved_up + sub_abs + 1e-300,
             rel,
+            rel_lower,
+            max_loss_lower: low.max_loss(),
             abs: p.abs_err,
             max_loss: p.max_loss(),
             lo: p.lo,
@@ -119,7 +138,7 @@ impl Side {
 
     /// The lower δ from the pessimistic profile's finite part at the shifted point.
     fn lower_from(&self, finite: f64) -> f64 {
-        let v = (finite + self.inf_lower) * (1.0 - self.rel) - self.sub_lower;
+        let v = (finite + self.inf_lower) * (1.0 - self.rel_lower) - self.sub_lower;
         rounding::prob_down(v, 4.0 * U)
     }
 
@@ -139,7 +158,7 @@ impl Side {
     }
 
     fn epsilon_lower(&self, delta: f64) -> f64 {
-        let t = (delta + self.sub_lower) / (1.0 - self.rel) - self.inf_lower;
+        let t = (delta + self.sub_lower) / (1.0 - self.rel_lower) - self.inf_lower;
         if t < 0.0 {
             return f64::INFINITY;
         }
@@ -147,7 +166,7 @@ impl Side {
         if e <= 0.0 {
             return 0.0;
         }
-        rounding::down(e - 8.0 * U * (1.0 + self.max_loss.abs()), 8.0 * U).max(0.0)
+        rounding::down(e - 8.0 * U * (1.0 + self.max_loss_lower.abs()), 8.0 * U).max(0.0)
     }
 
     /// Upper bound on the mechanism's curve at α from this ordering's lower profile δ_L.
@@ -178,7 +197,7 @@ impl Side {
     /// Cells [ε_a, ε_b] over runs of the lower profile's grid points, at most about `max` of them,
     /// then [ε_last, ∞) where δ_L is constant.
     fn cells_of_at_most(&self, max: usize) -> Cells {
-        let losses = self.upper.losses();
+        let losses = self.lower().losses();
         let first = losses.partition_point(|&l| l - self.shift <= 0.0);
         let n = losses.len();
         let stride = (n - first).div_ceil(max).max(1);
@@ -210,12 +229,15 @@ pub struct PldGuarantee {
 impl PldGuarantee {
     /// Prepares the queries (builds the profiles and the trade-off curve).
     pub fn new(pld: &Pld, clt: Option<CltSums>) -> Self {
-        let sides = match &pld.add {
-            None => vec![Side::new(&pld.remove)],
-            Some(a) => {
-                let (r, a) = super::both(|| Side::new(&pld.remove), || Side::new(a));
-                vec![r, a]
-            }
+        let low = pld.lower_view();
+        let sides = if pld.is_symmetric() && low.is_symmetric() {
+            vec![Side::new(&pld.remove, &low.remove)]
+        } else {
+            let (r, a) = super::both(
+                || Side::new(&pld.remove, &low.remove),
+                || Side::new(pld.add_pmf(), low.add_pmf()),
+            );
+            vec![r, a]
         };
         let h = pld.remove.h;
         // Profile points ε_j = j·h for j = 0 … J (beyond the largest loss δ is constant).

@@ -91,6 +91,11 @@ impl Noise {
 pub(crate) struct Side {
     /// δ(ε) for ε ≥ 0 (upper bound).
     pub delta: DeltaFn,
+    /// A certified lower bound on the same δ(ε) for ε ≥ 0 (the mass in `extra` left out), when one
+    /// is known: then [`Source::discretise`] also builds a lower PMF ([`super::ctd::discretise_lower`]).
+    /// `None` for black boxes whose profile is itself a bound (ρ-zCDP), for profiles read off a
+    /// composed PLD, and for atom lists (whose lower bounds then come from the shifted upper PMF).
+    pub lower: Option<DeltaFn>,
     /// Mass at +∞ that belongs to the mechanism (counted by the lower bound too).
     pub inf: f64,
     /// Further mass at +∞ that only the upper bound carries: finite losses moved there because
@@ -150,6 +155,37 @@ impl Source {
                 -e.exp_m1() + e.exp() * (other.delta)(-e)
             }
         }
+    }
+
+    /// A certified upper bound on δ for every real ε of the given ordering: [`Source::full_delta`]
+    /// widened by its relative error bound (the identity for ε < 0 is formed with plain rounding).
+    fn full_delta_up(&self, remove: bool) -> impl Fn(f64) -> f64 + '_ {
+        let f = self.full_delta(remove);
+        let rel = self.rel_err + rounding::LIBM_REL;
+        move |e: f64| rounding::prob_up(f(e), rel)
+    }
+
+    /// A certified lower bound on δ for every real ε of the given ordering, when both orderings have
+    /// one (ε < 0 is read from the other ordering by the identity δ(ε) = 1 − e^ε + e^ε δ′(−ε), every
+    /// term non-negative, rounded down).
+    fn full_delta_lower(&self, remove: bool) -> Option<impl Fn(f64) -> f64 + '_> {
+        let (this, other) = if remove {
+            (&self.remove, self.add_side())
+        } else {
+            (self.add_side(), &self.remove)
+        };
+        let lo_this = this.lower.as_ref()?;
+        let lo_other = if this.whole_line {
+            None
+        } else {
+            Some(other.lower.as_ref()?)
+        };
+        Some(move |e: f64| match lo_other {
+            Some(o) if e < 0.0 => {
+                rounding::prob_down(-e.exp_m1() + e.exp() * o(-e), rounding::LIBM_REL)
+            }
+            _ => lo_this(e),
+        })
     }
 
     /// Where the loss of an ordering effectively ends: its maximum if bounded, else the ε at which
@@ -213,14 +249,75 @@ impl Source {
         };
         let fix = |mut p: super::Pmf| {
             p.abs_err += self.abs_err;
+            if self.abs_err > 0.0 {
+                // δ error from an inner numerical PLD, not per-mass round-off.
+                p.bin_err = None;
+            }
             p.steps += self.steps;
             p.moved_up += self.moved;
             p
         };
+        let lower = self.discretise_lower(h, top_rem, top_add)?;
         Ok(Pld {
             remove: fix(rem),
             add: add.map(fix),
+            lower: lower.map(Box::new),
         })
+    }
+
+    /// The lower PMFs ([`super::ctd::discretise_lower`]) on the same loss ranges as
+    /// [`Source::discretise`], when every δ involved has a certified lower bound and the source has
+    /// no numerical PLD inside; `None` otherwise (the lower bounds then come from the upper PMFs
+    /// shifted by steps·h).
+    fn discretise_lower(
+        &self,
+        h: f64,
+        top_rem: f64,
+        top_add: f64,
+    ) -> Result<Option<Pld>, PldError> {
+        if self.steps > 0 || self.abs_err > 0.0 || self.moved > 0.0 {
+            return Ok(None);
+        }
+        let (Some(lo_rem), Some(lo_add)) =
+            (self.full_delta_lower(true), self.full_delta_lower(false))
+        else {
+            return Ok(None);
+        };
+        let margin = |s: &Side| if s.max_loss.is_some() { 0.0 } else { 1.0 };
+        // The mechanism's own +∞ mass, rounded down (it may be a product such as q·p∞).
+        let inf = |s: &Side| rounding::prob_down(s.inf, 4.0 * U);
+        let rem = || {
+            super::ctd::discretise_lower(
+                h,
+                -(top_add + margin(self.add_side())),
+                top_rem,
+                self.full_delta_up(true),
+                &lo_rem,
+                inf(&self.remove),
+            )
+        };
+        let (rem, add) = match &self.add {
+            None => (rem()?, None),
+            Some(s) => {
+                let add = || {
+                    super::ctd::discretise_lower(
+                        h,
+                        -(top_rem + margin(&self.remove)),
+                        top_add,
+                        self.full_delta_up(false),
+                        &lo_add,
+                        inf(s),
+                    )
+                };
+                let (r, a) = super::both(rem, add);
+                (r?, Some(a?))
+            }
+        };
+        Ok(Some(Pld {
+            remove: rem,
+            add,
+            lower: None,
+        }))
     }
 
     /// μ-GDP: the Gaussian mechanism N(0,1) vs N(μ,1) (DRS22 Cor. 1 profile, rounded up).
@@ -228,6 +325,7 @@ impl Source {
         Self::symmetric(
             Side {
                 delta: Arc::new(move |e| gdp::delta_for_epsilon(mu, e)),
+                lower: Some(Arc::new(move |e| gdp::delta_for_epsilon_lower(mu, e))),
                 inf: 0.0,
                 extra: 0.0,
                 whole_line: false,
@@ -247,6 +345,7 @@ impl Source {
                 delta: Arc::new(move |e| {
                     crate::accountant::zcdp::delta_for_epsilon(rho, e.max(0.0))
                 }),
+                lower: None,
                 inf: 0.0,
                 extra: 0.0,
                 whole_line: false,
@@ -269,6 +368,15 @@ impl Source {
                         rounding::prob_up(-((e - eps0) / 2.0).exp_m1(), 4.0 * U)
                     }
                 }),
+                // The same closed form rounded down (e − ε₀ is exact near ε₀ by Sterbenz, a few
+                // ulps elsewhere; expm1 within libm's accuracy).
+                lower: Some(Arc::new(move |e| {
+                    if e >= eps0 {
+                        0.0
+                    } else {
+                        rounding::prob_down(-((e - eps0) / 2.0).exp_m1(), 4.0 * U)
+                    }
+                })),
                 inf: 0.0,
                 extra: 0.0,
                 whole_line: false,
@@ -289,6 +397,7 @@ impl Source {
         Self::symmetric(
             Side {
                 delta: Arc::new(move |e| rounding::prob_up(prof.delta(e), rel)),
+                lower: None,
                 inf,
                 extra,
                 max_loss,
@@ -447,10 +556,13 @@ impl Source {
             move |x: f64, shift: f64| lse(lq + noise.log_sf(x - shift), l1q + noise.log_sf(x));
         let loss = move |x: f64| log_pdf(x, 1.0) - log_pdf(x, -1.0);
         let max_loss = noise.max_mixture_loss(q);
-        let delta = move |e: f64| {
+        // δ(ε) at the threshold and its relative error bound. At *any* threshold x the value is
+        // P′(X > x) − e^ε Q′(X > x), the hockey-stick functional of one set, so it is at most δ(ε)
+        // whatever the bisection's error: rounded down it is a certified lower bound.
+        let value = move |e: f64| -> (f64, f64) {
             if let Some(m) = max_loss {
                 if e >= m {
-                    return 0.0;
+                    return (0.0, 0.0);
                 }
             }
             let x = match noise.threshold(q, e) {
@@ -460,7 +572,7 @@ impl Source {
                     while loss(hi) <= e {
                         hi *= 2.0;
                         if hi > 1e9 {
-                            return 0.0;
+                            return (0.0, 0.0);
                         }
                     }
                     gdp::bisect_up(0.0, hi, |x| loss(x) > e)
@@ -469,16 +581,23 @@ impl Source {
             let a = log_tail(x, 1.0);
             let b = e + log_tail(x, -1.0);
             if b >= a {
-                return 0.0;
+                return (0.0, 0.0);
             }
             let one_minus = -(b - a).exp_m1();
             let v = a.exp() * one_minus;
             let rel = 64.0 * U * (1.0 + a.abs() + b.abs()) * (1.0 + 1.0 / one_minus);
-            rounding::prob_up(v, rel)
+            (v, rel)
         };
         Self::symmetric(
             Side {
-                delta: Arc::new(delta),
+                delta: Arc::new(move |e| {
+                    let (v, rel) = value(e);
+                    rounding::prob_up(v, rel)
+                }),
+                lower: Some(Arc::new(move |e| {
+                    let (v, rel) = value(e);
+                    rounding::prob_down(v, rel)
+                })),
                 inf: 0.0,
                 extra: 0.0,
                 whole_line: false,
@@ -498,6 +617,7 @@ impl Source {
             // the truncated part is accounted for the lower bound through `moved`.
             Side {
                 delta: Arc::new(move |e| rounding::prob_up(prof.delta(e) + inf_all, rel)),
+                lower: None,
                 inf: inf_all,
                 extra: 0.0,
                 whole_line: false,
@@ -538,6 +658,8 @@ impl Source {
         let inner = self;
         let rem_in = inner.remove.delta.clone();
         let add_in = inner.add_side().delta.clone();
+        let rem_lo = inner.remove.lower.clone();
+        let add_lo = inner.add_side().lower.clone();
         let max_rem = inner.remove.max_loss;
         let add_side = inner.add_side();
         let log_1mq = (-q).ln_1p();
@@ -561,6 +683,14 @@ impl Source {
                 let e1 = (e1 - 8.0 * U * (e1.abs() + 1.0)).max(0.0);
                 rounding::prob_up(q * rem_in(e1), 2.0 * U)
             }),
+            // The same with the inner lower bound read at an argument rounded up.
+            lower: rem_lo.map(|f| -> DeltaFn {
+                Arc::new(move |e| {
+                    let e1 = (e.exp_m1() / q).ln_1p();
+                    let e1 = e1 + 8.0 * U * (e1.abs() + 1.0);
+                    rounding::prob_down(q * f(e1.max(0.0)), 2.0 * U)
+                })
+            }),
             inf: q * inner.remove.inf,
             extra: q * inner.remove.extra,
             whole_line: false,
@@ -577,6 +707,21 @@ impl Source {
                 // Rounded down, as e1 above (its terms carry an ulp each, w's log its relative error).
                 let e2 = (e2 - 8.0 * U * (e.abs() + q.ln().abs() + w.ln().abs() + 1.0)).max(0.0);
                 rounding::prob_up(w * add_in(e2), 4.0 * U)
+            }),
+            // The same with w rounded down (its argument carries an ulp of |ε| + |ln(1−q)|, which
+            // moves w by at most (1 − w) times that) and the inner lower bound read at an argument
+            // rounded up.
+            lower: add_lo.map(|f| -> DeltaFn {
+                Arc::new(move |e| {
+                    let w = -(e + log_1mq).exp_m1();
+                    let w = w - 8.0 * U * ((1.0 - w).abs() * (e.abs() + log_1mq.abs() + 1.0) + w);
+                    if w <= 0.0 {
+                        return 0.0;
+                    }
+                    let e2 = e + q.ln() - w.ln();
+                    let e2 = e2 + 8.0 * U * (e.abs() + q.ln().abs() + w.ln().abs() + 1.0);
+                    rounding::prob_down(w * f(e2.max(0.0)), 4.0 * U)
+                })
             }),
             inf: 0.0,
             extra: 0.0,
@@ -609,9 +754,14 @@ impl Source {
         };
         let rem = self.remove;
         let (fr, fa) = (rem.delta.clone(), add.delta.clone());
+        let lower = match (rem.lower.clone(), add.lower.clone()) {
+            (Some(lr), Some(la)) => Some(Arc::new(move |e| lr(e).max(la(e))) as DeltaFn),
+            _ => None,
+        };
         Source {
             remove: Side {
                 delta: Arc::new(move |e| fr(e).max(fa(e))),
+                lower,
                 inf: rem.inf.max(add.inf),
                 extra: rem.extra.max(add.extra),
                 whole_line: false,
@@ -654,6 +804,7 @@ impl Source {
             let rel = prof.rel_err() + 16.0 * U;
             Side {
                 delta: Arc::new(move |e| rounding::prob_up(prof.delta(e), rel)),
+                lower: None,
                 inf,
                 extra,
                 max_loss: Some(max_loss.max(0.0)),
@@ -715,6 +866,9 @@ impl Source {
             let f = s.delta.clone();
             Side {
                 delta: Arc::new(move |e| rounding::prob_up(q * f(e), 2.0 * U)),
+                lower: s.lower.clone().map(|f| -> DeltaFn {
+                    Arc::new(move |e| rounding::prob_down(q * f(e), 2.0 * U))
+                }),
                 inf: q * s.inf,
                 extra: q * s.extra,
                 whole_line: false,
