@@ -37,7 +37,7 @@ s = json.loads(sys.argv[1])
 t = time.perf_counter()
 acc = Accountant(noise_multiplier=s["sigma"], sampling_probability=s["q"], delta=s["delta"],
                  eps_error=s["eps_error"], max_compositions=s["steps"])
-lo, est, hi = acc.compute_epsilon(delta=s["delta"], num_compositions=s["steps"])
+lo, est, hi = acc.compute_epsilon(num_compositions=s["steps"])
 print(json.dumps({"lo": lo, "est": est, "hi": hi, "wall": time.perf_counter() - t}))
 '''
 
