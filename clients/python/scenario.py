@@ -56,7 +56,7 @@ def main(base_url: str, token: str) -> None:
     run = declare_run.sync(ds, client=client, body=RunRequest(
         event=step, steps=2000, chunk_steps=500, label="run 7"), idempotency_key="run-7")
     check(isinstance(run, Run) and run.chunks == 4, "a DP-SGD run declared in 4 chunks")
-    check(abs(run.chunk_unit.mu - 0.78833) < 1e-4, f"each chunk's μ is 0.78833 (got {run.chunk_unit.mu})")
+    check(abs(run.chunk_unit.mu - 0.78844) < 1e-4, f"each chunk's μ is 0.78844 (got {run.chunk_unit.mu})")
 
     chunk = run_chunk.sync(ds, run.id, client=client, body=ChunkRequestWire(chunk=0),
                            idempotency_key="run-7-chunk-0")
@@ -73,7 +73,7 @@ def main(base_url: str, token: str) -> None:
           "a charge beyond the budget is refused with the figures")
 
     report = get_report.sync(ds, client=client, deltas="1e-5")
-    check(isinstance(report, DatasetReport) and abs(report.mu_spent - 0.78833) < 1e-4,
+    check(isinstance(report, DatasetReport) and abs(report.mu_spent - 0.78844) < 1e-4,
           f"the report: μ spent {report.mu_spent:.5f}")
     got = get_dataset.sync(ds, client=client)
     check(isinstance(got, Dataset) and got.charges == 1, "one unit on the ledger")

@@ -300,6 +300,7 @@ impl Pmf {
         let eta = 8.0 * (l as f64).log2().max(1.0) * U * l1;
         let low = LowFrequency::new(&self.mass, l, n, nf);
         let (mut amplified, mut amplified_sq, mut sn) = (0.0_f64, 0.0_f64, 0.0_f64);
+        let mut amplified_abel = 0.0_f64;
         let mut recomputed = 0usize;
         // |z|^n below e^{−800} (relative to the DC term, ≤ 1) is exactly 0 in double precision.
         let cut = -800.0 / nf;
@@ -324,6 +325,7 @@ impl Pmf {
                     *z = zn;
                     amplified += err;
                     amplified_sq += err * err;
+                    amplified_abel += if k == 0 { err } else { err / k as f64 };
                     continue;
                 }
             }
@@ -331,6 +333,7 @@ impl Pmf {
                 let err = nf * eta * ((nf - 1.0) * r.ln()).exp();
                 amplified += err;
                 amplified_sq += err * err;
+                amplified_abel += if k == 0 { err } else { err / k as f64 };
             }
             *z = if r2 > 0.0 && 0.5 * r2.ln() > cut {
                 cpow(*z, n)
@@ -351,11 +354,16 @@ impl Pmf {
         out.inf_trunc += tail;
         out.moved_up += tail;
         // The δ-level bound: the inverse transform's calibrated round-off, plus the power errors
-        // E_k: the output error is their inverse transform, whose ℓ₂ norm is ‖E‖₂/√L (Parseval),
-        // and δ reads at most L masses with weights in [0, 1], so by Cauchy–Schwarz it moves by at
-        // most ‖E‖₂ = √(2·Σ_half |E_k|²) (doubled for DC and Nyquist and rounding).
+        // E_k, whose inverse transform is the output error. δ reads the masses with weights in
+        // [0, 1] that increase with the loss, so (summation by parts) it moves by at most the
+        // largest sum of the error over a run of consecutive masses. Two bounds on that, the
+        // smaller taken: (a) Cauchy–Schwarz over at most L masses with Parseval, ‖E‖₂ =
+        // √(2·Σ_half |E_k|²); (b) frequency by frequency, a run of e^{2πijk/L}/L sums to at most
+        // 1/(L·sin(πk/L)) ≤ 1/(2k), and k pairs with L − k: |E₀| + Σ_{k≥1} |E_k|/k.
+        let parseval = 2.0 * (2.0 * amplified_sq).sqrt();
+        let abel = amplified_abel;
         out.abs_err += fft_round_off(l, l2 * l1) * (1.0 + nf / (l as f64).sqrt())
-            + rounding::up(2.0 * (2.0 * amplified_sq).sqrt(), 8.0 * U);
+            + rounding::up(parseval.min(abel), 8.0 * U);
         out.bin_err = out
             .bin_err
             .map(|b| b + power_mass_error(l, nf, amplified, sn));
@@ -584,6 +592,13 @@ impl<'a> LowFrequency<'a> {
 
     /// (Zₖ, bound on |Zₖ − zₖⁿ|) for coefficient k of the half spectrum, when it is recomputed.
     fn power(&self, k: usize) -> Option<(realfft::num_complex::Complex<f64>, f64)> {
+        if k == 0 {
+            // Tⁿ itself: its error scales every mass alike (`total_rel_err`).
+            return Some((
+                realfft::num_complex::Complex::new(self.ln_total_n.exp(), 0.0),
+                0.0,
+            ));
+        }
         let ki = k as i128;
         // Tables E₁[m₁] = e^{−iωB·m₁} − 1 and E₀[m₀] = e^{−iω·m₀} − 1 (ω = 2πk/L).
         let span = self.mass.len() / self.b + 2;
@@ -638,11 +653,11 @@ impl<'a> LowFrequency<'a> {
         let z = realfft::num_complex::Complex::new(mag * angle.cos(), mag * angle.sin());
         // Error of n·log1p(u/T): u's absolute error ≤ 20U·weight/T (+ U|u|), through log1p with
         // derivative ≤ 1/(1 − |w|), plus log1p's own 4U; then the rounding of n·(…), of the angle
-        // (≤ 4U·(|n·li| + 2π + |phase|)) and of exp/cos/sin (8U).
+        // (≤ 2U·(|n·li| + 2π) with the phase's own rounding) and of exp, cos and sin (≤ 4U + 2U|n·lr|).
         let e_ln = self.nf
             * ((20.0 * U * weight / self.total + 2.0 * U * w_abs) / (1.0 - w_abs)
                 + 4.0 * U * (lr.abs() + li.abs()));
-        let e_rel = e_ln + 4.0 * U * (nr.abs() + ni.abs() + 2.0 * std::f64::consts::TAU) + 8.0 * U;
+        let e_rel = e_ln + 2.0 * U * (nr.abs() + ni.abs() + std::f64::consts::TAU + 2.0) + 4.0 * U;
         Some((z, rounding::up(mag * e_rel.exp_m1().max(e_rel), 8.0 * U)))
     }
 }
