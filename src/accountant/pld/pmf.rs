@@ -500,7 +500,7 @@ pub(crate) fn fft_round_off(n: usize, norm: f64) -> f64 {
 /// sum of L coefficients over L, so the error of one mass is at most
 /// (2/L)·[n·η·Σ(|ẑ|+η)^{n−1} + (4 log₂n + 8 log₂L)·U·Σ(|ẑ|+η)ⁿ] over the half spectrum, doubled for
 /// the rest of the constants' slack. It is tiny where the δ-level bound is not (≈ 1e-17 per mass
-/// for 1600 Gaussians at h = 1e-4, whose δ-level bound is 1e-12), because the n-fold amplified
+/// for 1600 Gaussians at h = 1e-4, against ≈ 1e-13 for δ), because the n-fold amplified
 /// error is smooth and spreads over every mass.
 fn power_mass_error(l: usize, n: f64, amplified: f64, sn: f64) -> f64 {
     let log_l = (l as f64).log2().max(1.0);
