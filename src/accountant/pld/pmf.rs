@@ -518,9 +518,10 @@ const LOW_FREQUENCY_WORK: usize = 40_000_000;
 /// Coefficients whose n-th power is below this (relative to the total mass's) keep the plain
 /// double-precision power: their amplified error is negligible.
 const LOW_FREQUENCY_FLOOR: f64 = 1e-30;
-/// At most this many coefficients are recomputed (a time bound; the rest keep the plain power,
+/// At most this many coefficients are recomputed (a time bound: 4096 made 100 Laplace 1.1 s, 256 makes
+/// it 0.28 s with the same figures; the rest keep the plain power,
 /// whose error is bounded all the same).
-const LOW_FREQUENCY_MAX: usize = 4096;
+const LOW_FREQUENCY_MAX: usize = 256;
 
 /// Accurate n-th powers of the low-frequency spectral coefficients.
 ///
