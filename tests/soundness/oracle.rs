@@ -920,7 +920,10 @@ impl Model {
                     return Bracket::around(mu, 0.0, &hp::zero(), true);
                 }
                 let m = hp::to_f64(mu);
-                if !(1e-100..=1e3).contains(&m) {
+                // Above μ ≈ 70 the optimal α = Φ(−μ/2) is below 1e-300, where `mu_with_slack`
+                // clamps its scan and misses the optimum (it reported μ_s = 89.4426729 for
+                // μ = √8000, s = 1e-3, below the closed form 2·isf(Φ(−μ/2)/(1 − s)) = 89.4426744).
+                if !(1e-100..=70.0).contains(&m) {
                     // The slack only lowers μ: truth ∈ [0, μ₀].
                     return Bracket {
                         lo: X::Fin(hp::zero()),
