@@ -204,14 +204,29 @@ async fn preview(c: &Client, event: &str) -> String {
     let area = c.find(Locator::Id("event")).await.unwrap();
     area.clear().await.unwrap();
     area.send_keys(event).await.unwrap();
+    // The page before the submission may already show a verdict: wait until that page is gone
+    // (its elements go stale) before reading the new one, or the read races the navigation.
+    let before = c.find(Locator::Id("event")).await.unwrap();
     c.form(Locator::Css("form.preview"))
         .await
         .unwrap()
         .submit()
         .await
         .unwrap();
-    let verdict = c.wait().for_element(Locator::Id("verdict")).await.unwrap();
-    verdict.text().await.unwrap()
+    for _ in 0..600 {
+        if before.tag_name().await.is_err() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for _ in 0..600 {
+        let verdict = c.wait().for_element(Locator::Id("verdict")).await.unwrap();
+        if let Ok(t) = verdict.text().await {
+            return t;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no verdict after 30 s");
 }
 
 async fn no_horizontal_scroll(c: &Client) -> bool {
