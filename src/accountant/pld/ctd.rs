@@ -47,16 +47,7 @@ pub(crate) fn discretise(
     inf_true: f64,
     top_delta: Option<f64>,
 ) -> Result<Pmf, PldError> {
-    let i_lo = (eps_lo / h).floor();
-    let i_hi = (eps_hi / h).ceil().max(i_lo);
-    let count = i_hi - i_lo + 1.0;
-    if !count.is_finite() || count > MAX_GRID_POINTS as f64 || i_lo.abs() > 1e15 {
-        return Err(PldError::TooLarge(format!(
-            "the privacy loss spans [{eps_lo:.4e}, {eps_hi:.4e}], which needs {count:.3e} grid points \
-             at grid_step {h:e} (limit {MAX_GRID_POINTS}); use a coarser grid_step"
-        )));
-    }
-    let (i_lo, n) = (i_lo as i64, count as usize);
+    let (i_lo, n) = grid_range(h, eps_lo, eps_hi, 0)?;
     crate::accountant::work::check()?;
     // δ at grid indices i_lo − 1 … i_hi.
     let mut d = vec![0.0; n + 1];
@@ -108,6 +99,22 @@ pub(crate) fn discretise(
     Ok(pmf)
 }
 
+/// The grid indices covering [eps_lo, eps_hi] on step h, starting `below` points under the lowest
+/// and spanning at least `below + 1` points: (first index, count). The count is checked against
+/// [`MAX_GRID_POINTS`] before anything is allocated.
+fn grid_range(h: f64, eps_lo: f64, eps_hi: f64, below: u32) -> Result<(i64, usize), PldError> {
+    let i_lo = (eps_lo / h).floor() - f64::from(below);
+    let i_hi = (eps_hi / h).ceil().max(i_lo + f64::from(below));
+    let count = i_hi - i_lo + 1.0;
+    if !count.is_finite() || count > MAX_GRID_POINTS as f64 || i_lo.abs() > 1e15 {
+        return Err(PldError::TooLarge(format!(
+            "the privacy loss spans [{eps_lo:.4e}, {eps_hi:.4e}], which needs {count:.3e} grid points \
+             at grid_step {h:e} (limit {MAX_GRID_POINTS}); use a coarser grid_step"
+        )));
+    }
+    Ok((i_lo as i64, count as usize))
+}
+
 /// Builds a *lower* PMF of a profile over the loss range [eps_lo, eps_hi]: one whose profile is at or
 /// below the true profile δ at every real ε, so that composing such PMFs gives a lower bound on the
 /// composition (see the module docs of [`super::query`] and the soundness notes below). It is the
@@ -155,16 +162,7 @@ pub(crate) fn discretise_lower(
     lower: impl Fn(f64) -> f64 + Sync,
     inf_lower: f64,
 ) -> Result<Pmf, PldError> {
-    let i_lo = (eps_lo / h).floor() - 1.0;
-    let i_hi = (eps_hi / h).ceil().max(i_lo + 1.0);
-    let count = i_hi - i_lo + 1.0;
-    if !count.is_finite() || count > MAX_GRID_POINTS as f64 || i_lo.abs() > 1e15 {
-        return Err(PldError::TooLarge(format!(
-            "the privacy loss spans [{eps_lo:.4e}, {eps_hi:.4e}], which needs {count:.3e} grid points \
-             at grid_step {h:e} (limit {MAX_GRID_POINTS}); use a coarser grid_step"
-        )));
-    }
-    let (i_lo, k) = (i_lo as i64, count as usize);
+    let (i_lo, k) = grid_range(h, eps_lo, eps_hi, 1)?;
     crate::accountant::work::check()?;
     // The profile is read on a grid r times finer than the PMF's (soundness note 1): node t of the
     // PMF is fine point t·r. Nodes t = 1 … k are the grid points i_lo … i_hi; t = 0 and t = k + 1
