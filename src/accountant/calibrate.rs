@@ -159,11 +159,11 @@ struct MuTarget<'a> {
 
 impl Judge for MuTarget<'_> {
     fn judge(&mut self, event: &Event, path: &JsonPath) -> Result<Option<f64>, AccountantError> {
-        let mut c = self.base.clone();
+        // Only μ's upper end is judged: no lower PMFs needed.
+        let mut c = self.base.clone().upper_only();
         c.push(event, path)?;
         Ok(c.guarantee()?
-            .mu(self.delta_slack)
-            .upper
+            .mu_upper(self.delta_slack)
             .filter(|mu| *mu <= self.target))
     }
 
@@ -188,8 +188,7 @@ impl Judge for MuTarget<'_> {
         Ok(self
             .base
             .guarantee()?
-            .mu(self.delta_slack)
-            .upper
+            .mu_upper(self.delta_slack)
             .unwrap_or(f64::INFINITY))
     }
 }

@@ -33,6 +33,10 @@ pub struct Composition {
     /// CLT sums; `None` once a component has no usable functionals.
     clt: Option<CltSums>,
     invocations: u64,
+    /// Whether only the upper (sound) end is wanted: no lower PMFs are composed, and the lower
+    /// ends of the figures fall back to the upper PMFs shifted by steps·h. For the gate and
+    /// calibration, which read μ's upper end only; never stored.
+    upper_only: bool,
 }
 
 impl Composition {
@@ -45,7 +49,18 @@ impl Composition {
             pld: None,
             clt: Some(CltSums::default()),
             invocations: 0,
+            upper_only: false,
         }
+    }
+
+    /// This composition without its lower PMFs, composing none from here on (see the field
+    /// `upper_only`): every upper figure is unchanged, at about half the cost.
+    pub fn upper_only(mut self) -> Self {
+        self.upper_only = true;
+        if let Some(p) = self.pld.as_mut() {
+            p.lower = None;
+        }
+        self
     }
 
     /// The neighbouring relation.
@@ -106,7 +121,10 @@ impl Composition {
                 continue;
             }
             let clt = functionals(ev, rel, &one);
-            let one = (*one).clone();
+            let mut one = (*one).clone();
+            if self.upper_only {
+                one.lower = None;
+            }
             let many = if n == 1 {
                 one
             } else {
@@ -149,12 +167,15 @@ impl Composition {
             ),
         })?;
         let total = if mu > 0.0 {
-            let g = Pld::from_event(
+            let mut g = Pld::from_event(
                 &Event::Gdp { mu: gdp_mu },
                 self.relation(),
                 self.grid_step,
                 &path,
             )?;
+            if self.upper_only {
+                g.lower = None;
+            }
             pld.compose(&g).map_err(|x| x.at(&path))?
         } else {
             pld.clone()
@@ -253,6 +274,7 @@ impl Composition {
             pld,
             clt: header.clt,
             invocations: header.invocations,
+            upper_only: false,
         })
     }
 }

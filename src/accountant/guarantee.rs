@@ -30,6 +30,14 @@ pub trait Guarantee {
     fn beta_bounds(&self, alpha: f64) -> (f64, f64);
     /// μ fit for a δ slack.
     fn mu(&self, delta_slack: f64) -> MuReport;
+    /// [`Guarantee::mu`] without the regret (`regret: None`): both ends of the μ bracket, for
+    /// callers that ask at many slacks (the certificate curve).
+    fn mu_bracket(&self, delta_slack: f64) -> MuReport {
+        MuReport {
+            regret: None,
+            ..self.mu(delta_slack)
+        }
+    }
     /// The upper end of [`Guarantee::mu`] alone (`None` when no finite μ holds): what the gate
     /// and the exact composition's μ need, without the lower bound's search.
     fn mu_upper(&self, delta_slack: f64) -> Option<f64> {

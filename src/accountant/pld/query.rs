@@ -289,7 +289,7 @@ impl PldGuarantee {
 
     /// μ upper bound: the smallest μ with (1 − s)G_μ(α/(1 − s)) ≤ f(α) for all α, certified on the
     /// lines of the upper profile (see [`Lines::mu_upper`]).
-    fn mu_upper(&self, slack: f64) -> Result<(f64, f64), String> {
+    fn mu_fit(&self, slack: f64) -> Result<(f64, f64), String> {
         let own = self.sides.iter().map(|s| s.inf_lower).fold(0.0, f64::max);
         self.lines.mu_upper(slack, own)
     }
@@ -395,12 +395,24 @@ impl Guarantee for PldGuarantee {
     }
 
     fn mu(&self, delta_slack: f64) -> MuReport {
-        match self.mu_upper(delta_slack) {
+        let m = self.mu_bracket(delta_slack);
+        MuReport {
+            regret: m.upper.map(|mu| self.regret(mu)),
+            ..m
+        }
+    }
+
+    fn mu_upper(&self, delta_slack: f64) -> Option<f64> {
+        self.mu_fit(delta_slack).ok().map(|m| m.0)
+    }
+
+    fn mu_bracket(&self, delta_slack: f64) -> MuReport {
+        match self.mu_fit(delta_slack) {
             Ok((mu, at)) => MuReport {
                 upper: Some(mu),
                 lower: Some(self.mu_lower(delta_slack, at).min(mu)),
                 delta_slack,
-                regret: Some(self.regret(mu)),
+                regret: None,
                 reason: None,
             },
             Err(reason) => MuReport {
