@@ -182,8 +182,9 @@ pub struct CurvePoint {
 pub fn default_curve_deltas() -> Vec<f64> {
     let mut v = vec![0.0];
     for k in (2..=15).rev() {
-        for m in [1.0, 2.0, 5.0] {
-            v.push(m * 10f64.powi(-k));
+        for m in [1, 2, 5] {
+            // Parsed, so each is the double nearest the decimal (5e-11, not 4.9999999999999995e-11).
+            v.push(format!("{m}e-{k}").parse().expect("a decimal literal"));
         }
     }
     v
@@ -226,9 +227,10 @@ pub fn curve(
         _ => None,
     };
     let mut best: Option<f64> = None;
-    Ok(ds
-        .into_iter()
+    ds.into_iter()
         .map(|d| {
+            // Each fit takes milliseconds: stop between them when the request is abandoned.
+            super::work::check()?;
             let m = g.mu_bracket(d);
             let mut mu = m.upper;
             if let Some((box_mu, _)) = boxed.filter(|&(m, bd)| d >= bd && m.is_finite()) {
@@ -238,14 +240,14 @@ pub fn curve(
                 best = Some(best.map_or(x, |b| b.min(x)));
             }
             let mu = best;
-            CurvePoint {
+            Ok(CurvePoint {
                 delta: d,
                 mu,
                 mu_lower: m.lower.map(|l| mu.map_or(l, |u| l.min(u))),
                 reason: if mu.is_some() { None } else { m.reason },
-            }
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// The guarantee G_μ ⊗ f_{0,δ} that the filter gives a whole adaptive interaction (μ = √Σμᵢ²,
@@ -574,6 +576,7 @@ mod tests {
         );
         let elapsed = t.elapsed();
         eprintln!("MNIST unit curve: {} points in {elapsed:?}", c.len());
+
         for p in &c {
             if p.delta >= 1e-10 {
                 let (lo, hi) = (p.mu_lower.unwrap(), p.mu.unwrap());

@@ -6,7 +6,7 @@ use super::{ApiJson, AppState, Caller};
 use crate::ledger::auth::Action;
 use crate::ledger::input::{self, ChargeRequest, NewDataset};
 use crate::ledger::schema::ReportWire;
-use crate::ledger::{Calibrated, DatasetReport, DatasetView, Preview, TradeoffView};
+use crate::ledger::{Calibrated, DatasetReport, DatasetView, Preview, TradeoffView, UnitCurve};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -402,6 +402,22 @@ pub async fn compose(
 ) -> ApiResult<impl IntoResponse> {
     let req = input::compose_request(&body)?;
     Ok(Json(s.ledgers.compose(req).await?))
+}
+
+/// A unit's certificate curve μᵢ(δᵢ), stateless: for each δᵢ the smallest μᵢ the gate would
+/// certify the unit at (and a lower bound on what any accountant could), and with a budget the
+/// point that uses the smallest share of it.
+#[utoipa::path(post, path = "/v1/accountant/certificate", tag = "accountant",
+    request_body = CertificateRequestWire,
+    responses((status = 200, description = "The curve", body = UnitCurve),
+              (status = "4XX", description = "Invalid request", body = ErrorBody)))]
+pub async fn certificate(
+    _caller: Caller,
+    State(s): State<AppState>,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<Json<UnitCurve>> {
+    let req = input::CertificateRequest::from_json(&body)?;
+    Ok(Json(s.ledgers.certificate_curve(req).await?))
 }
 
 /// Calibrate one free parameter of an event to what still fits the dataset's budget: the smallest

@@ -240,6 +240,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::get_tradeoff))
         .routes(routes!(handlers::compose))
         .routes(routes!(handlers::calibrate))
+        .routes(routes!(handlers::certificate))
         .routes(routes!(handlers::calibrate_dataset))
         .routes(routes!(handlers::list_grants))
         .routes(routes!(handlers::put_grant, handlers::delete_grant))

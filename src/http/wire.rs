@@ -201,6 +201,25 @@ pub struct ComposeRequest {
     pub grid_step: Option<f64>,
 }
 
+/// `POST /v1/accountant/certificate`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"event": {"type": "self_composed", "count": 14100, "event": {"type": "poisson_sampled", "sampling_rate": 0.0042666, "event": {"type": "gaussian", "noise_multiplier": 1.1}}}, "neighboring_relation": "add_or_remove_one", "budget": {"mu": 1.0, "delta": 1e-6}}))]
+#[serde(deny_unknown_fields)]
+#[schema(as = CertificateRequest)]
+pub struct CertificateRequestWire {
+    /// The unit: one event whose parameters are all fixed in advance.
+    #[schema(value_type = Object)]
+    pub event: Value,
+    pub neighboring_relation: Option<NeighboringRelationWire>,
+    #[schema(minimum = 1e-6, maximum = 0.1)]
+    pub grid_step: Option<f64>,
+    /// δᵢ values, each in [0, 1) (at most 1000); default: 0 and 1, 2, 5 × 10⁻ᵏ for k = 15 … 2.
+    #[schema(value_type = Option<Vec<f64>>, max_items = 1000)]
+    pub deltas: Option<Vec<f64>>,
+    /// A budget to choose the balanced point against.
+    pub budget: Option<BudgetWire>,
+}
+
 /// A number schema with bounds (a list item's range; utoipa states ranges only on fields).
 macro_rules! bounded_number {
     ($(#[$doc:meta])* $name:ident, $lo:expr, $hi:expr) => {

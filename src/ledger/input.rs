@@ -543,6 +543,56 @@ impl CalibrateRequest {
     }
 }
 
+/// `POST /v1/accountant/certificate`: a unit's certificate curve μᵢ(δᵢ).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CertificateRequest {
+    pub event: Event,
+    pub neighboring_relation: NeighboringRelation,
+    pub grid_step: GridStep,
+    /// The δ values, each in [0, 1) (at most [`MAX_POINTS`]); `None`: the default list.
+    pub deltas: Option<Vec<f64>>,
+    /// A budget to choose the balanced point against (the filter's μ_B, δ_B).
+    pub budget: Option<Budget>,
+}
+
+impl CertificateRequest {
+    /// Parses `{event, neighboring_relation?, grid_step?, deltas?, budget?}`.
+    pub fn from_json(v: &Value) -> Result<Self, InputError> {
+        let root = JsonPath::root();
+        let mut f = Fields::new(v, &root)?;
+        let (e, p) = f.required("event")?;
+        let event = parse_event(e, &p)?;
+        let mut req = CertificateRequest {
+            event,
+            neighboring_relation: NeighboringRelation::default(),
+            grid_step: GridStep::default_step(),
+            deltas: None,
+            budget: None,
+        };
+        if let Some((x, p)) = f.optional("neighboring_relation") {
+            req.neighboring_relation = relation(x, &p)?;
+        }
+        if let Some((x, p)) = f.optional("grid_step") {
+            req.grid_step =
+                GridStep::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
+        }
+        if let Some((x, p)) = f.optional("deltas") {
+            req.deltas = Some(json::number_list(x, &p, MAX_POINTS, |d| {
+                if (0.0..1.0).contains(&d) {
+                    Ok(d)
+                } else {
+                    Err(format!("must be a number in [0, 1), got {d}"))
+                }
+            })?);
+        }
+        if let Some((x, p)) = f.optional("budget") {
+            req.budget = Some(Budget::from_json(x, &p)?);
+        }
+        f.finish()?;
+        Ok(req)
+    }
+}
+
 /// `POST /v1/accountant/compose`: the stateless request.
 pub fn compose_request(v: &Value) -> Result<AccountRequest, InputError> {
     AccountRequest::from_json(v)

@@ -635,6 +635,64 @@ pub struct Calibrated {
     pub evaluations: u32,
 }
 
+/// One point of a unit's certificate curve.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct CurvePointView {
+    /// δᵢ.
+    pub delta: f64,
+    /// The certified μᵢ at δᵢ (rounded up): (μᵢ, δᵢ) is a certificate the gate accepts. Null when
+    /// no finite μ holds at this δ (see `reason`).
+    pub mu: Option<f64>,
+    /// A lower bound on the tight μ at δᵢ: no accountant can certify less.
+    pub mu_lower: Option<f64>,
+    /// Why `mu` is null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The point of the curve that spends the smallest share of a budget.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct BalancedPoint {
+    pub delta: f64,
+    pub mu: f64,
+    /// (μᵢ/μ_B)² + δᵢ/δ_B: the shares of the filter's two sums (Σμᵢ² ≤ μ_B², Σδᵢ ≤ δ_B) that the
+    /// unit would use, added.
+    pub budget_fraction: f64,
+}
+
+/// A unit's certificate curve μᵢ(δᵢ) (`POST /v1/accountant/certificate`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct UnitCurve {
+    /// In increasing δ; μ never increases along it.
+    pub points: Vec<CurvePointView>,
+    /// With a budget in the request: the point with the smallest `budget_fraction` (null when no
+    /// point has a finite μ, or every point's δ exceeds a zero δ_B).
+    pub balanced: Option<BalancedPoint>,
+}
+
+/// The balanced point of `points` for `budget` (see [`BalancedPoint`]).
+fn balanced(points: &[CurvePointView], budget: Budget) -> Option<BalancedPoint> {
+    points
+        .iter()
+        .filter_map(|p| {
+            let mu = p.mu?;
+            let d_share = if p.delta == 0.0 {
+                0.0
+            } else if budget.delta() > 0.0 {
+                p.delta / budget.delta()
+            } else {
+                return None;
+            };
+            let f = (mu / budget.mu()).powi(2) + d_share;
+            f.is_finite().then_some(BalancedPoint {
+                delta: p.delta,
+                mu,
+                budget_fraction: f,
+            })
+        })
+        .min_by(|a, b| a.budget_fraction.total_cmp(&b.budget_fraction))
+}
+
 fn calibrated(
     base: &Composition,
     req: &input::CalibrateRequest,
@@ -1963,7 +2021,38 @@ impl Ledgers {
         .await
     }
 
-    /// The stateless report of a list of events.
+    /// A unit's certificate curve μᵢ(δᵢ), stateless.
+    pub async fn certificate_curve(
+        &self,
+        req: input::CertificateRequest,
+    ) -> Result<UnitCurve, LedgerError> {
+        use crate::accountant::certificate::{curve, default_curve_deltas};
+        let cost = admission::Cost::light_if(analytic(&req.event, req.neighboring_relation));
+        blocking(&self.admission, cost, move || {
+            let deltas = req.deltas.clone().unwrap_or_else(default_curve_deltas);
+            let path = crate::accountant::json::JsonPath::root().field("event");
+            let points: Vec<CurvePointView> = curve(
+                &req.event,
+                req.neighboring_relation,
+                req.grid_step,
+                &deltas,
+                &path,
+            )?
+            .into_iter()
+            .map(|p| CurvePointView {
+                delta: p.delta,
+                mu: p.mu,
+                mu_lower: p.mu_lower,
+                reason: p.reason,
+            })
+            .collect();
+            let balanced = req.budget.and_then(|b| balanced(&points, b));
+            Ok(UnitCurve { points, balanced })
+        })
+        .await
+    }
+
+    /// The stateless report of a list of events.    /// The stateless report of a list of events.
     pub async fn compose(&self, req: AccountRequest) -> Result<Report, LedgerError> {
         let cost = admission::Cost::light_if(
             req.events

@@ -799,3 +799,77 @@ async fn calibration_finds_what_still_fits() {
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(b["details"]["path"], "$.free_parameter");
 }
+
+/// The certificate curve of a DP-SGD unit: 43 default points, μ never rising with δ, each point's
+/// μ above its lower bound and within 0.2 % of it for δ ≤ 1e-3; with a budget, the balanced
+/// point; and a charge at that point's δ is certified at that μ by the gate itself.
+#[tokio::test]
+async fn the_certificate_curve_is_what_the_gate_charges() {
+    let app = spawn_app().await;
+    let unit = json!({"type": "self_composed", "count": 1000,
+                      "event": {"type": "poisson_sampled", "sampling_rate": 0.01,
+                                "event": {"type": "gaussian", "noise_multiplier": 1.0}}});
+    let (s, c) = app
+        .post(
+            "/v1/accountant/certificate",
+            json!({"event": unit, "neighboring_relation": "add_or_remove_one",
+                   "budget": {"mu": 2.0, "delta": 1e-6}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    let points = c["points"].as_array().unwrap();
+    assert_eq!(points.len(), 43, "{c}");
+    assert_eq!(points[0]["delta"], 0.0);
+    // A subsampled Gaussian has no finite μ at δ = 0 (its tails are moved to +∞).
+    assert!(
+        points[0]["mu"].is_null() && points[0]["reason"].is_string(),
+        "{c}"
+    );
+    let mut last = f64::INFINITY;
+    for p in points {
+        let (d, Some(mu)) = (p["delta"].as_f64().unwrap(), p["mu"].as_f64()) else {
+            continue;
+        };
+        let lo = p["mu_lower"].as_f64().unwrap();
+        assert!(mu <= last && lo <= mu, "{p}");
+        if (1e-10..=1e-3).contains(&d) {
+            assert!(mu <= lo * 1.002, "{p}");
+        }
+        last = mu;
+    }
+    let b = &c["balanced"];
+    let (bd, bmu) = (b["delta"].as_f64().unwrap(), b["mu"].as_f64().unwrap());
+    let want = (bmu / 2.0).powi(2) + bd / 1e-6;
+    assert!(
+        (b["budget_fraction"].as_f64().unwrap() - want).abs() <= 1e-12 * want,
+        "{b}"
+    );
+    assert!(bd <= 1e-6, "{b}");
+    let (s, d) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "d", "budget": {"mu": 2.0, "delta": 1e-6},
+                   "neighboring_relation": "add_or_remove_one"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{d}");
+    let (s, ch) = app
+        .post(
+            "/v1/datasets/d/charges",
+            json!({"event": unit, "delta": bd}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{ch}");
+    let charged = ch["charge"]["unit"]["mu"].as_f64().unwrap();
+    assert!((charged - bmu).abs() <= 1e-9 * bmu, "{charged} vs {bmu}");
+    assert_eq!(ch["charge"]["unit"]["delta"], bd);
+    // Bad input names the field.
+    let (s, e) = app
+        .post(
+            "/v1/accountant/certificate",
+            json!({"event": unit, "deltas": [0.1, 1.0]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert_eq!(e["details"]["path"], "$.deltas[1]");
+}
