@@ -118,6 +118,7 @@ pub fn type_name(e: &Event) -> &'static str {
         Event::EpsilonDelta { .. } => "epsilon_delta",
         Event::Gdp { .. } => "gdp",
         Event::Zcdp { .. } => "zcdp",
+        Event::Rdp { .. } => "rdp",
         Event::PoissonSampled { .. } => "poisson_sampled",
         Event::SampledWithoutReplacement { .. } => "sampled_without_replacement",
         Event::SelfComposed { .. } => "self_composed",

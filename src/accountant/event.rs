@@ -31,6 +31,12 @@ pub const EVENT_MODEL_VERSION: u32 = 1;
 /// Deepest nesting of events (sampled/self_composed/composed wrappers) accepted in one document.
 pub const MAX_EVENT_DEPTH: usize = 32;
 
+/// Most points of one `rdp` event's curve.
+pub const MAX_RDP_ORDERS: usize = 256;
+
+/// Largest Rényi order accepted (beyond it the conversion gains nothing a double can show).
+pub const MAX_RDP_ORDER: f64 = 1e6;
+
 /// Most events (counting every nested one) accepted in one document.
 pub const MAX_EVENT_NODES: usize = 100_000;
 
@@ -132,6 +138,10 @@ pub enum Event {
     /// A black box known only to be rho-zCDP (Bun & Steinke 2016): its Rényi divergences between
     /// neighbouring outputs, both ways, are at most rho·α for every order α > 1.
     Zcdp { rho: NonNegative },
+    /// A black box known only by points of its Rényi-DP curve (Mironov 2017): for each i, the
+    /// Rényi divergence of order `orders[i]` > 1 between neighbouring outputs, both ways, is at
+    /// most `rdp[i]`.
+    Rdp { orders: Vec<f64>, rdp: Vec<f64> },
     /// `event` run on a Poisson subsample: each record kept independently with `sampling_rate`.
     PoissonSampled {
         sampling_rate: Probability,
@@ -159,6 +169,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "epsilon_delta",
     "gdp",
     "zcdp",
+    "rdp",
     "poisson_sampled",
     "sampled_without_replacement",
     "self_composed",
@@ -316,6 +327,40 @@ fn parse(
         "zcdp" => Event::Zcdp {
             rho: nonneg(&mut f, "rho")?,
         },
+        "rdp" => {
+            let (o, po) = f.required("orders")?;
+            let orders = json::number_list(o, &po, MAX_RDP_ORDERS, |a| {
+                if a > 1.0 && a <= MAX_RDP_ORDER {
+                    Ok(a)
+                } else {
+                    Err(format!(
+                        "must be an order in (1, {MAX_RDP_ORDER:e}], got {a}"
+                    ))
+                }
+            })?;
+            let (r, pr) = f.required("rdp")?;
+            let rdp = json::number_list(r, &pr, MAX_RDP_ORDERS, |t| {
+                if t.is_finite() && t >= 0.0 {
+                    Ok(if t == 0.0 { 0.0 } else { t })
+                } else {
+                    Err(format!("must be a finite number >= 0, got {t}"))
+                }
+            })?;
+            if orders.is_empty() {
+                return Err(InputError::new(&po, "must hold at least one order"));
+            }
+            if rdp.len() != orders.len() {
+                return Err(InputError::new(
+                    &pr,
+                    format!(
+                        "must have one value per order ({}), got {}",
+                        orders.len(),
+                        rdp.len()
+                    ),
+                ));
+            }
+            Event::Rdp { orders, rdp }
+        }
         "poisson_sampled" => Event::PoissonSampled {
             sampling_rate: prob(&mut f, "sampling_rate")?,
             event: inner(&mut f, budget)?,

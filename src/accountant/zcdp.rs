@@ -1,4 +1,4 @@
-//! ρ-zCDP guarantees as privacy profiles.
+//! ρ-zCDP guarantees and points of a Rényi-DP curve as privacy profiles.
 //!
 //! A mechanism is ρ-zCDP (Bun & Steinke, "Concentrated Differential Privacy: Simplifications,
 //! Extensions, and Lower Bounds", TCC 2016, Def. 1.1) when the Rényi divergence of order α between
@@ -66,6 +66,61 @@ pub fn delta_for_epsilon(rho: f64, eps: f64) -> f64 {
     rounding::exp_up(ln_d + err).min(1.0)
 }
 
+/// Points (αᵢ, τᵢ) of a Rényi-DP curve: Dα(M(D)‖M(D′)) ≤ τᵢ at order αᵢ for neighbours both ways
+/// (Mironov, "Rényi Differential Privacy", CSF 2017, Def. 4). Each point bounds the profile by the
+/// bound of the module docs with ρα replaced by τ:
+/// ```text
+/// ln δ(ε) ≤ (α − 1)(τ − ε) + (α − 1)·ln(1 − 1/α) − ln α
+/// ```
+/// (Canonne, Kamath & Steinke 2020, Prop. 12; the same conversion dp_accounting's
+/// `RdpAccountant` inverts for ε). Each is a line in ε, prepared once.
+#[derive(Debug, Clone)]
+pub struct RdpCurve {
+    /// Per point: (α − 1, its intercept c = (α − 1)τ + (α − 1)ln(1 − 1/α) − ln α, an upper bound on
+    /// the intercept's round-off, τ).
+    lines: Vec<(f64, f64, f64, f64)>,
+}
+
+impl RdpCurve {
+    /// The curve of the points (αᵢ, τᵢ) (orders > 1, τ ≥ 0 finite; checked by the event parser).
+    pub fn new(orders: &[f64], rdp: &[f64]) -> Self {
+        let lines = orders
+            .iter()
+            .zip(rdp)
+            .map(|(&a, &tau)| {
+                let t = a - 1.0;
+                let l1 = (-1.0 / a).ln_1p();
+                let la = a.ln();
+                let c = t * tau + t * l1 - la;
+                // t = α − 1 is exact for α ≤ 2 (Sterbenz) and within U beyond; products, ln and
+                // ln_1p add a few U of the magnitudes: 16U of their sum covers it.
+                let err = 16.0 * U * (t * tau + (t * l1).abs() + la + c.abs()) + f64::MIN_POSITIVE;
+                (t, c, err, tau)
+            })
+            .collect();
+        RdpCurve { lines }
+    }
+
+    /// An upper bound on the privacy profile δ(ε) at ε ≥ 0: the smallest of the points' bounds,
+    /// each with its round-off added (and t·ε's, 4U of the magnitudes), rounded up, at most 1.
+    pub fn delta_for_epsilon(&self, eps: f64) -> f64 {
+        if !eps.is_finite() {
+            return 1.0;
+        }
+        let mut best = f64::INFINITY;
+        for &(t, c, err, tau) in &self.lines {
+            // t = α − 1 carries relative error U for α > 2: t·(τ − ε) may be off by U·t·(τ + ε).
+            let te = t * eps;
+            let ln_d = c - te + err + 4.0 * U * (c.abs() + te + t * tau);
+            best = best.min(ln_d);
+        }
+        if best.is_nan() {
+            return 1.0;
+        }
+        rounding::exp_up(best).min(1.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +179,29 @@ mod tests {
                     "ρ={rho} ε={eps}: {ours} vs {fine}"
                 );
             }
+        }
+    }
+
+    /// A finite list of orders can only be looser than the whole zCDP curve (the infimum over all
+    /// α), and at each order it is exactly the zCDP bound at that α: check both against
+    /// [`delta_for_epsilon`] and a direct evaluation.
+    #[test]
+    fn rdp_points_of_a_zcdp_curve_bound_like_zcdp() {
+        let rho = 0.5;
+        let orders = [1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+        let rdp: Vec<f64> = orders.iter().map(|a| a * rho).collect();
+        let c = RdpCurve::new(&orders, &rdp);
+        for eps in [0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 20.0] {
+            let d = c.delta_for_epsilon(eps);
+            assert!(d >= delta_for_epsilon(rho, eps) * (1.0 - 1e-12), "ε={eps}");
+            let direct = orders
+                .iter()
+                .map(|&a| ln_bound(rho, eps, a - 1.0).0.exp())
+                .fold(1.0, f64::min);
+            assert!(
+                d >= direct && d <= direct * (1.0 + 1e-12),
+                "ε={eps}: {d} vs {direct}"
+            );
         }
     }
 }

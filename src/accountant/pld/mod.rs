@@ -371,6 +371,13 @@ fn pair_of(
             }
             Source::zcdp(rho.get())
         }
+        Event::Rdp { orders, rdp } => {
+            // Some order with divergence 0 makes the outputs identical: no privacy loss.
+            if rdp.iter().any(|&t| t == 0.0) {
+                return Ok(None);
+            }
+            Source::rdp(crate::accountant::zcdp::RdpCurve::new(orders, rdp))
+        }
         Event::PoissonSampled {
             sampling_rate,
             event,

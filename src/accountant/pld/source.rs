@@ -355,6 +355,24 @@ impl Source {
         )
     }
 
+    /// A black box known by points of its Rényi curve: both orderings bounded by
+    /// [`crate::accountant::zcdp::RdpCurve::delta_for_epsilon`] (the same reasoning as
+    /// [`Source::zcdp`]).
+    pub(crate) fn rdp(curve: crate::accountant::zcdp::RdpCurve) -> Self {
+        let curve = Arc::new(curve);
+        Self::symmetric(
+            Side {
+                delta: Arc::new(move |e| curve.delta_for_epsilon(e.max(0.0))),
+                lower: None,
+                inf: 0.0,
+                extra: 0.0,
+                whole_line: false,
+                max_loss: None,
+            },
+            0.0,
+        )
+    }
+
     /// Laplace noise with scale b on a query of sensitivity s: loss in [−s/b, s/b] and
     /// δ(ε) = 1 − e^{(ε − s/b)/2} for ε < s/b, 0 beyond (Su, "A statistical viewpoint on differential privacy" Laplace trade-off, derived).
     pub(crate) fn laplace(scale_over_sensitivity: f64) -> Self {
