@@ -373,7 +373,7 @@ fn pair_of(
         }
         Event::Rdp { orders, rdp } => {
             // Some order with divergence 0 makes the outputs identical: no privacy loss.
-            if rdp.iter().any(|&t| t == 0.0) {
+            if rdp.contains(&0.0) {
                 return Ok(None);
             }
             Source::rdp(crate::accountant::zcdp::RdpCurve::new(orders, rdp))
