@@ -69,6 +69,19 @@ impl AccountRequest {
             options.grid_step =
                 GridStep::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
         }
+        if let Some((x, p)) = f.optional("group_size") {
+            let k = json::integer(x, &p, 1)?;
+            if k > super::params::MAX_GROUP_SIZE {
+                return Err(InputError::new(
+                    &p,
+                    format!(
+                        "must be a whole number in [1, {}], got {k}",
+                        super::params::MAX_GROUP_SIZE
+                    ),
+                ));
+            }
+            options.group_size = Some(k);
+        }
         f.finish()?;
         Ok(AccountRequest {
             events,

@@ -113,7 +113,12 @@ pub struct ReportOptions {
     pub delta_slack: DeltaSlack,
     /// Grid step h of the numerical engine (ignored by analytic compositions).
     pub grid_step: GridStep,
+    /// Also report what the guarantee gives a group of this many records (2 ..= [`MAX_GROUP_SIZE`]).
+    pub group_size: Option<u64>,
 }
+
+/// Largest group size reported on (beyond it every figure is vacuous for any useful budget).
+pub const MAX_GROUP_SIZE: u64 = 10_000;
 
 /// Validated defaults (the constants are in range).
 fn all<T>(xs: &[f64], new: fn(f64) -> Result<T, String>) -> Vec<T> {
@@ -130,6 +135,7 @@ impl Default for ReportOptions {
             alphas: all(DEFAULT_ALPHAS, Alpha::new),
             delta_slack: DeltaSlack::default_slack(),
             grid_step: GridStep::default_step(),
+            group_size: None,
         }
     }
 }

@@ -67,6 +67,61 @@ pub struct CltReport {
     pub berry_esseen_applies: bool,
 }
 
+/// One (ε, δ) pair for a group.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupPoint {
+    pub epsilon: f64,
+    pub delta: f64,
+}
+
+/// What the guarantee gives datasets that differ in `size` records (each step one neighbour of the
+/// ledger's relation).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupReport {
+    pub size: u64,
+    /// k·μ, when the guarantee is μ-GDP with no δ slack: G_μ-DP implies G_{kμ}-DP for groups of k
+    /// (Dong, Roth & Su, "Gaussian differential privacy", Thm. 2.14 with 1 − (1 − G_μ)^{∘k} =
+    /// G_{kμ}); rounded up. Null otherwise (with a δ part the group curve is not of that form).
+    pub mu: Option<f64>,
+    /// For each finite (ε, δ) of `epsilon`: (kε, δ·(e^{kε} − 1)/(e^ε − 1)) (kδ at ε = 0), both
+    /// rounded up (chaining the (ε, δ) inequality k times through neighbouring datasets; at most
+    /// k·e^{(k−1)ε}·δ, the usual statement). Pairs whose δ reaches 1 are left out.
+    pub epsilon: Vec<GroupPoint>,
+}
+
+/// The group report from the (sound) upper figures.
+fn group_report(k: u64, mu0: Option<f64>, points: &[EpsilonPoint]) -> GroupReport {
+    let kf = k as f64;
+    GroupReport {
+        size: k,
+        mu: mu0
+            .map(|m| rounding::mul_up(m, kf))
+            .filter(|m| m.is_finite()),
+        epsilon: points
+            .iter()
+            .filter_map(|p| {
+                let e = p.epsilon?;
+                let ek = rounding::mul_up(e, kf);
+                let factor = if e == 0.0 {
+                    kf
+                } else {
+                    // (e^{kε} − 1)/(e^ε − 1): numerator up, denominator down (expm1 within 1 ulp;
+                    // 2U covers it, 4U the quotient).
+                    rounding::up(
+                        rounding::up(ek.exp_m1(), 2.0 * U) / rounding::down(e.exp_m1(), 2.0 * U),
+                        2.0 * U,
+                    )
+                };
+                let dk = rounding::up(p.delta * factor, 2.0 * U);
+                (ek.is_finite() && dk < 1.0).then_some(GroupPoint {
+                    epsilon: ek,
+                    delta: dk,
+                })
+            })
+            .collect(),
+    }
+}
+
 /// Accountant identification, so a report can be reproduced.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AccountantInfo {
@@ -93,6 +148,9 @@ pub struct Report {
     pub clt: Option<CltReport>,
     /// Number of mechanism invocations in the composition.
     pub invocations: u64,
+    /// With a group size in the request: what the guarantee gives a group of that many records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupReport>,
     pub accountant: AccountantInfo,
 }
 
@@ -135,22 +193,26 @@ impl Report {
         let mut tier2_alphas = TIER2_ALPHAS.to_vec();
         tier2_alphas.push(alpha_star);
         let (adv_lo, adv_hi) = g.delta_bounds(0.0);
+        let epsilon: Vec<EpsilonPoint> = opts
+            .deltas
+            .iter()
+            .map(|d| {
+                let d = d.get();
+                let (lo, hi) = g.epsilon_bounds(d);
+                EpsilonPoint {
+                    delta: d,
+                    epsilon: finite(hi),
+                    epsilon_lower: finite(lo),
+                }
+            })
+            .collect();
+        let group = opts
+            .group_size
+            .map(|k| group_report(k, g.mu_upper(0.0), &epsilon));
         Report {
             method: g.method(),
             neighboring_relation: relation,
-            epsilon: opts
-                .deltas
-                .iter()
-                .map(|d| {
-                    let d = d.get();
-                    let (lo, hi) = g.epsilon_bounds(d);
-                    EpsilonPoint {
-                        delta: d,
-                        epsilon: finite(hi),
-                        epsilon_lower: finite(lo),
-                    }
-                })
-                .collect(),
+            epsilon,
             delta: opts
                 .epsilons
                 .iter()
@@ -182,6 +244,7 @@ impl Report {
                     berry_esseen_applies: be.applies(),
                 }),
             invocations,
+            group,
             accountant: AccountantInfo {
                 name: env!("CARGO_PKG_NAME"),
                 version: env!("CARGO_PKG_VERSION"),
@@ -189,5 +252,52 @@ impl Report {
             },
             mu,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accountant::account::{account, AccountRequest};
+    use serde_json::json;
+
+    /// A μ = 1 GDP mechanism for groups of 3: k·μ = 3 (G_μ ⇒ G_{kμ}), and each group (ε, δ) pair
+    /// holds for the true group curve G_3 (Dong, Roth & Su, closed form δ_{G_3}(ε)), the
+    /// independent oracle; the pairs are also no looser than the textbook k·e^{(k−1)ε}·δ.
+    #[test]
+    fn group_privacy_of_gdp_holds_for_the_exact_group_curve() {
+        let req = json!({"events": [{"type": "gdp", "mu": 1.0}], "group_size": 3,
+                         "deltas": [1e-3, 1e-5, 1e-10]});
+        let r = account(&AccountRequest::from_json(&req).unwrap()).unwrap();
+        let g = r.group.unwrap();
+        assert_eq!(g.size, 3);
+        let mu = g.mu.unwrap();
+        assert!((3.0..=3.0 * (1.0 + 1e-15)).contains(&mu), "{mu}");
+        assert_eq!(g.epsilon.len(), 3);
+        for (p, q) in g.epsilon.iter().zip(&r.epsilon) {
+            let (e, d) = (q.epsilon.unwrap(), q.delta);
+            assert!(p.epsilon >= 3.0 * e && p.epsilon <= 3.0 * e * (1.0 + 1e-15));
+            let exact = gdp::delta_for_epsilon(3.0, p.epsilon);
+            assert!(exact <= p.delta, "{p:?}: G_3 has δ {exact}");
+            assert!(
+                p.delta <= 3.0 * (2.0 * e).exp() * d * (1.0 + 1e-12),
+                "{p:?}"
+            );
+        }
+        // At δ = 1e-2 (ε ≈ 2.3) the group δ would exceed 1: the pair is left out.
+        let req =
+            json!({"events": [{"type": "gdp", "mu": 1.0}], "group_size": 3, "deltas": [1e-2]});
+        let r = account(&AccountRequest::from_json(&req).unwrap()).unwrap();
+        assert!(r.group.unwrap().epsilon.is_empty());
+        // A filter-like guarantee with a δ part has no group μ; and group_size is checked.
+        let req = json!({"events": [{"type": "epsilon_delta", "epsilon": 1.0, "delta": 1e-6}],
+                         "group_size": 2, "deltas": [1e-5]});
+        let r = account(&AccountRequest::from_json(&req).unwrap()).unwrap();
+        let g = r.group.unwrap();
+        assert!(g.mu.is_none());
+        let e = AccountRequest::from_json(&json!({"events": [], "group_size": 0})).unwrap_err();
+        assert_eq!(e.path, "$.group_size");
+        let e = AccountRequest::from_json(&json!({"events": [], "group_size": 10001})).unwrap_err();
+        assert_eq!(e.path, "$.group_size");
     }
 }

@@ -353,7 +353,8 @@ pub async fn preview_charge(
     params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
            ("deltas" = Option<String>, Query, description = "Comma-separated δ values for ε(δ), each in [0, 1] (no spaces; written like 0.05, 1 or 1e-5)"),
            ("epsilons" = Option<String>, Query, description = "Comma-separated ε values for δ(ε), each in [0, 1e6] (no spaces; written like 2, 0.5 or 5e-3)"),
-           ("alphas" = Option<String>, Query, description = "Comma-separated α values for the trade-off curve, each in [0, 1] (no spaces; written like 0.05, 1 or 1e-5)")),
+           ("alphas" = Option<String>, Query, description = "Comma-separated α values for the trade-off curve, each in [0, 1] (no spaces; written like 0.05, 1 or 1e-5)"),
+           ("group_size" = Option<u64>, Query, description = "Also report what the guarantee gives a group of this many records (1-10000)", minimum = 1, maximum = 10000)),
     responses((status = 200, description = "The report", body = DatasetReport),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
@@ -364,7 +365,7 @@ pub async fn get_report(
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<DatasetReport>> {
-    unknown_params(&q, &["deltas", "epsilons", "alphas"])?;
+    unknown_params(&q, &["deltas", "epsilons", "alphas", "group_size"])?;
     let opts = input::report_query(&q)?;
     Ok(Json(s.ledgers.report(&caller.0, &id, opts).await?))
 }

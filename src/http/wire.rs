@@ -199,6 +199,9 @@ pub struct ComposeRequest {
     pub delta_slack: Option<f64>,
     #[schema(minimum = 1e-6, maximum = 0.1)]
     pub grid_step: Option<f64>,
+    /// Also report what the guarantee gives a group of this many records.
+    #[schema(minimum = 1, maximum = 10000)]
+    pub group_size: Option<u64>,
 }
 
 /// `POST /v1/accountant/certificate`.

@@ -695,6 +695,20 @@ pub fn report_query(q: &HashMap<String, String>) -> Result<ReportOptions, InputE
     if let Some(v) = number_list(q, "alphas", &UNIT, Alpha::new)? {
         o.alphas = v;
     }
+    if let Some(k) = q.get("group_size") {
+        let max = crate::accountant::params::MAX_GROUP_SIZE;
+        o.group_size = Some(
+            k.parse::<u64>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| {
+                    query_error(
+                        "query.group_size".into(),
+                        format!("must be a whole number in [1, {max}]"),
+                    )
+                })?,
+        );
+    }
     Ok(o)
 }
 

@@ -142,6 +142,26 @@ pub struct CltWire {
     pub berry_esseen_applies: bool,
 }
 
+/// One (ε, δ) pair for a group.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = GroupPoint)]
+pub struct GroupPointWire {
+    pub epsilon: f64,
+    pub delta: f64,
+}
+
+/// What the guarantee gives datasets that differ in `size` records.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = GroupReport)]
+pub struct GroupWire {
+    pub size: u64,
+    /// k·μ when the guarantee is μ-GDP with no δ slack (G_μ ⇒ G_{kμ} for groups of k; Dong, Roth
+    /// & Su Thm. 2.14); null otherwise.
+    pub mu: Option<f64>,
+    /// (kε, δ·(e^{kε} − 1)/(e^ε − 1)) for each finite (ε, δ) of the report's `epsilon`.
+    pub epsilon: Vec<GroupPointWire>,
+}
+
 /// Accountant identification.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = AccountantInfo)]
@@ -172,6 +192,9 @@ pub struct ReportWire {
     pub infinity_mass: f64,
     pub clt: Option<CltWire>,
     pub invocations: u64,
+    /// Present when a group size was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupWire>,
     pub accountant: AccountantWire,
 }
 
@@ -192,11 +215,17 @@ mod tests {
                     "event": {"type": "gaussian", "noise_multiplier": 1.0}}]),
             json!([{"type": "epsilon_delta", "epsilon": 1.0, "delta": 1e-3}]),
         ] {
-            let r =
-                account(&AccountRequest::from_json(&json!({"events": events})).unwrap()).unwrap();
-            let sent = serde_json::to_value(&r).unwrap();
-            let read: ReportWire = serde_json::from_value(sent.clone()).unwrap();
-            assert_eq!(serde_json::to_value(&read).unwrap(), sent, "{events}");
+            for group in [None, Some(3)] {
+                let mut req = json!({"events": events});
+                if let Some(k) = group {
+                    req["group_size"] = json!(k);
+                }
+                let r = account(&AccountRequest::from_json(&req).unwrap()).unwrap();
+                assert_eq!(r.group.is_some(), group.is_some());
+                let sent = serde_json::to_value(&r).unwrap();
+                let read: ReportWire = serde_json::from_value(sent.clone()).unwrap();
+                assert_eq!(serde_json::to_value(&read).unwrap(), sent, "{events}");
+            }
         }
     }
 }

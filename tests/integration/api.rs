@@ -873,3 +873,28 @@ async fn the_certificate_curve_is_what_the_gate_charges() {
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
     assert_eq!(e["details"]["path"], "$.deltas[1]");
 }
+
+/// `group_size` on a dataset's report: the filter's guarantee has a δ part, so no group μ, but
+/// group (ε, δ) pairs; the exact composition of Gaussian charges (μ-GDP, no slack) has k·μ.
+#[tokio::test]
+async fn the_report_states_group_privacy_when_asked() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    app.post("/v1/datasets/d/charges", gdp(0.5)).await;
+    let (s, r) = app
+        .get("/v1/datasets/d/report?deltas=1e-5&group_size=2")
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["group"]["size"], 2, "{r}");
+    assert!(r["group"]["mu"].is_null(), "{r}");
+    let e = r["epsilon"][0]["epsilon"].as_f64().unwrap();
+    let ge = r["group"]["epsilon"][0]["epsilon"].as_f64().unwrap();
+    assert!(ge >= 2.0 * e, "{r}");
+    let exact = &r["exact_composition"]["report"]["group"];
+    assert!(exact["mu"].as_f64().unwrap() >= 1.0, "{r}");
+    let (s, b) = app.get("/v1/datasets/d/report?group_size=0").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert_eq!(b["details"]["path"], "query.group_size");
+    let (_, r) = app.get("/v1/datasets/d/report").await;
+    assert!(r.get("group").is_none(), "{r}");
+}
