@@ -658,11 +658,13 @@ fn an_rdp_curve_black_box_is_between_the_gaussian_and_its_rdp_conversion() {
                 "σ={sigma} δ={}: {eps} < Gaussian {gauss}",
                 p.delta
             );
-            // The bound is a minimum of exponentials, so it has concave kinks in e^ε where the
-            // best order changes; connect-the-dots raises the masses there (see pld::ctd), which
-            // costs up to ~0.1 % in ε at δ = 1e-10 (measured 3.2838 vs 3.2803 at σ = 2).
+            // The bound is a minimum of exponentials, with concave kinks in e^ε where the best
+            // order changes; the discretisation takes its convex hull (pld::ctd::convexify, sound
+            // because every true profile is convex in e^ε), so ours is at most the conversion
+            // plus the grid's h (before the hull: 3.2838 vs 3.2803 at σ = 2, δ = 1e-10).
+            eprintln!("σ={sigma} δ={:e}: ours {eps} conversion {conv}", p.delta);
             assert!(
-                eps <= conv * 1.002 + 2e-4,
+                eps <= conv + 2e-4,
                 "σ={sigma} δ={}: {eps} > conversion {conv}",
                 p.delta
             );
