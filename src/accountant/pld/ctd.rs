@@ -143,9 +143,10 @@ fn convexify(d: &mut [f64], h: f64) {
     for pair in hull.windows(2) {
         let (i, j) = (pair[0], pair[1]);
         for k in i + 1..j {
-            // The weight carries ≤ 6U relative (exp, two expm1, a product and a quotient), which
-            // moves the value by ≤ 6U·|dⱼ − dᵢ|; 1 − t, the two products and the sum add ≤ 4U of
-            // the larger end: 16U of it, plus the smallest normal for subnormal values, covers all.
+            // The weight carries ≲ 9U relative (exp and two expm1 within an ulp each, their
+            // arguments', the product's and the quotient's roundings), which moves the value by
+            // ≲ 9U·|dⱼ − dᵢ|; 1 − t, the two products and the sum add ≤ 4U of the larger end:
+            // 16U of it, plus the smallest normal for subnormal values, covers all.
             let c = chord(i, k, j, d) + 16.0 * U * d[i].max(d[j]) + f64::MIN_POSITIVE;
             d[k] = d[k].min(c);
         }
