@@ -526,21 +526,34 @@ impl CalibrateRequest {
         if stateless {
             let (m, p) = f.required("mu")?;
             req.mu = Some(budget_mu(m, &p)?);
-            if let Some((x, p)) = f.optional("neighboring_relation") {
-                req.neighboring_relation = relation(x, &p)?;
+            if let Some(r) = relation_field(&mut f)? {
+                req.neighboring_relation = r;
             }
             if let Some((x, p)) = f.optional("delta_slack") {
                 req.delta_slack =
                     DeltaSlack::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
             }
-            if let Some((x, p)) = f.optional("grid_step") {
-                req.grid_step =
-                    GridStep::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
+            if let Some(h) = grid_step_field(&mut f)? {
+                req.grid_step = h;
             }
         }
         f.finish()?;
         Ok(req)
     }
+}
+
+/// An optional `neighboring_relation` field.
+fn relation_field(f: &mut Fields<'_>) -> Result<Option<NeighboringRelation>, InputError> {
+    f.optional("neighboring_relation")
+        .map(|(x, p)| relation(x, &p))
+        .transpose()
+}
+
+/// An optional `grid_step` field.
+fn grid_step_field(f: &mut Fields<'_>) -> Result<Option<GridStep>, InputError> {
+    f.optional("grid_step")
+        .map(|(x, p)| GridStep::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r)))
+        .transpose()
 }
 
 /// `POST /v1/accountant/certificate`: a unit's certificate curve μᵢ(δᵢ).
@@ -569,12 +582,11 @@ impl CertificateRequest {
             deltas: None,
             budget: None,
         };
-        if let Some((x, p)) = f.optional("neighboring_relation") {
-            req.neighboring_relation = relation(x, &p)?;
+        if let Some(r) = relation_field(&mut f)? {
+            req.neighboring_relation = r;
         }
-        if let Some((x, p)) = f.optional("grid_step") {
-            req.grid_step =
-                GridStep::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?;
+        if let Some(h) = grid_step_field(&mut f)? {
+            req.grid_step = h;
         }
         if let Some((x, p)) = f.optional("deltas") {
             req.deltas = Some(json::number_list(x, &p, MAX_POINTS, |d| {

@@ -340,29 +340,24 @@ impl Source {
     /// divergence both ways, so one profile serves both orderings, and ε < 0 follows from the
     /// hockey-stick identity like every symmetric source). No mass at +∞: the bound tends to 0.
     pub(crate) fn zcdp(rho: f64) -> Self {
-        Self::symmetric(
-            Side {
-                delta: Arc::new(move |e| {
-                    crate::accountant::zcdp::delta_for_epsilon(rho, e.max(0.0))
-                }),
-                lower: None,
-                inf: 0.0,
-                extra: 0.0,
-                whole_line: false,
-                max_loss: None,
-            },
-            0.0,
-        )
+        Self::black_box(Arc::new(move |e| {
+            crate::accountant::zcdp::delta_for_epsilon(rho, e.max(0.0))
+        }))
     }
 
     /// A black box known by points of its Rényi curve: both orderings bounded by
     /// [`crate::accountant::zcdp::RdpCurve::delta_for_epsilon`] (the same reasoning as
     /// [`Source::zcdp`]).
     pub(crate) fn rdp(curve: crate::accountant::zcdp::RdpCurve) -> Self {
-        let curve = Arc::new(curve);
+        Self::black_box(Arc::new(move |e| curve.delta_for_epsilon(e.max(0.0))))
+    }
+
+    /// A black box bounded in both orderings by one profile for ε ≥ 0 (upper, no lower PMF, no
+    /// mass at +∞ of its own).
+    fn black_box(delta: DeltaFn) -> Self {
         Self::symmetric(
             Side {
-                delta: Arc::new(move |e| curve.delta_for_epsilon(e.max(0.0))),
+                delta,
                 lower: None,
                 inf: 0.0,
                 extra: 0.0,
