@@ -233,10 +233,7 @@ impl Lines {
         if alpha >= 1.0 {
             return 0.0;
         }
-        let a = Alpha {
-            ln: alpha.ln(),
-            val: Some(alpha),
-        };
+        let a = Alpha::of_double(alpha);
         let mut best = 0.0_f64;
         for j in 0..self.eps.len() {
             // Screen with plain arithmetic (error ≤ 2U·(c + ŷα)); only lines that may beat the best

@@ -205,6 +205,37 @@ impl Source {
         gdp::bisect_up(0.0, hi, |e| (side.delta)(e) <= target)
     }
 
+    /// Runs `one(remove, eps_lo, eps_hi, side)` for each ordering on its loss range (the add
+    /// ordering only when it differs, both at once), where the ranges are those of
+    /// [`Source::discretise`]: the remove loss under P is ≥ −(largest add loss) (the loss of an
+    /// outcome is the negative of its loss in the other ordering); one unit of margin covers the
+    /// region where the other ordering's δ is already below CTD_TAIL (mass there ≤
+    /// e^{−t}·CTD_TAIL/(1 − e^{−1})).
+    fn per_ordering(
+        &self,
+        top_rem: f64,
+        top_add: f64,
+        one: impl Fn(bool, f64, f64, &Side) -> Result<super::Pmf, PldError> + Sync,
+    ) -> Result<(super::Pmf, Option<super::Pmf>), PldError> {
+        let margin = |s: &Side| if s.max_loss.is_some() { 0.0 } else { 1.0 };
+        let rem = || {
+            one(
+                true,
+                -(top_add + margin(self.add_side())),
+                top_rem,
+                &self.remove,
+            )
+        };
+        Ok(match &self.add {
+            None => (rem()?, None),
+            Some(s) => {
+                let add = || one(false, -(top_rem + margin(&self.remove)), top_add, s);
+                let (r, a) = super::both(rem, add);
+                (r?, Some(a?))
+            }
+        })
+    }
+
     /// Connect-the-dots discretisation of both orderings on grid step h.
     pub(crate) fn discretise(&self, h: f64) -> Result<Pld, PldError> {
         let top_rem = Self::top(&self.remove);
@@ -212,41 +243,17 @@ impl Source {
             None => top_rem,
             Some(s) => Self::top(s),
         };
-        // The remove loss under P is ≥ −(largest add loss) (the loss of an outcome is the negative
-        // of its loss in the other ordering); one unit of margin covers the region where the other
-        // ordering's δ is already below CTD_TAIL (mass there ≤ e^{−t}·CTD_TAIL/(1 − e^{−1})).
-        let margin = |s: &Side| if s.max_loss.is_some() { 0.0 } else { 1.0 };
-        let rem = || {
+        let (rem, add) = self.per_ordering(top_rem, top_add, |remove, lo, hi, side| {
             super::ctd::discretise(
                 h,
-                -(top_add + margin(self.add_side())),
-                top_rem,
-                self.full_delta(true),
+                lo,
+                hi,
+                self.full_delta(remove),
                 self.rel_err,
-                self.remove.inf,
-                self.remove
-                    .max_loss
-                    .map(|_| self.remove.inf + self.remove.extra),
+                side.inf,
+                side.max_loss.map(|_| side.inf + side.extra),
             )
-        };
-        let (rem, add) = match &self.add {
-            None => (rem()?, None),
-            Some(s) => {
-                let add = || {
-                    super::ctd::discretise(
-                        h,
-                        -(top_rem + margin(&self.remove)),
-                        top_add,
-                        self.full_delta(false),
-                        self.rel_err,
-                        s.inf,
-                        s.max_loss.map(|_| s.inf + s.extra),
-                    )
-                };
-                let (r, a) = super::both(rem, add);
-                (r?, Some(a?))
-            }
-        };
+        })?;
         let fix = |mut p: super::Pmf| {
             p.abs_err += self.abs_err;
             if self.abs_err > 0.0 {
@@ -283,36 +290,17 @@ impl Source {
         else {
             return Ok(None);
         };
-        let margin = |s: &Side| if s.max_loss.is_some() { 0.0 } else { 1.0 };
-        // The mechanism's own +∞ mass, rounded down (it may be a product such as q·p∞).
-        let inf = |s: &Side| rounding::prob_down(s.inf, 4.0 * U);
-        let rem = || {
+        let (rem, add) = self.per_ordering(top_rem, top_add, |remove, lo, hi, side| {
             super::ctd::discretise_lower(
                 h,
-                -(top_add + margin(self.add_side())),
-                top_rem,
-                self.full_delta_up(true),
-                &lo_rem,
-                inf(&self.remove),
+                lo,
+                hi,
+                self.full_delta_up(remove),
+                if remove { &lo_rem } else { &lo_add },
+                // The mechanism's own +∞ mass, rounded down (it may be a product such as q·p∞).
+                rounding::prob_down(side.inf, 4.0 * U),
             )
-        };
-        let (rem, add) = match &self.add {
-            None => (rem()?, None),
-            Some(s) => {
-                let add = || {
-                    super::ctd::discretise_lower(
-                        h,
-                        -(top_rem + margin(&self.remove)),
-                        top_add,
-                        self.full_delta_up(false),
-                        &lo_add,
-                        inf(s),
-                    )
-                };
-                let (r, a) = super::both(rem, add);
-                (r?, Some(a?))
-            }
-        };
+        })?;
         Ok(Some(Pld {
             remove: rem,
             add,
