@@ -8,9 +8,10 @@
 //!
 //! - **upper** (sound): the profile of the pessimistic PMF, plus all truncated mass, widened by the
 //!   recorded relative and absolute round-off bounds;
-//! - **lower**: from *lower PMFs* composed alongside ([`ctd::discretise_lower`]: chords of the
-//!   profile lowered by a certified bound on their rise, so each one's profile is below the truth at
-//!   every ε, and such profiles compose), with every mass floored by a bound on its own round-off.
+//! - **lower**: from *lower PMFs* composed alongside ([`ctd::discretise_lower`]: a chain of
+//!   supporting lines of the profile with kinks at grid points, so each one's profile is below the
+//!   truth at every ε while P's and Q's total masses are kept, and such profiles compose), with
+//!   every mass floored by a bound on its own round-off.
 //!   Where a component has no lower PMF (atom lists, ρ-zCDP, profiles of inner PLDs) its upper PMF
 //!   stands in, shifted down by one grid step per discretisation (connect-the-dots puts each loss at
 //!   most one step above the truth in the stochastic order); truncated and moved mass are left out.
