@@ -66,7 +66,7 @@ pub(crate) fn discretise(
         }
     }
     crate::accountant::work::check()?;
-    convexify(&mut d, h);
+    convexify(&mut d, h, true);
     let top = d[n];
     let e_mh = (-h).exp();
     let denom = -(-h).exp_m1();
@@ -102,7 +102,8 @@ pub(crate) fn discretise(
 }
 
 /// Lowers grid values of a profile bound to the lower convex hull of the points (e^{εₖ}, dₖ),
-/// εₖ = ε₀ + k·h, where that is below them (chord values rounded up, never above dₖ).
+/// εₖ = ε₀ + k·h, where that is below them (chord values rounded up if `up`, else down; never
+/// above dₖ).
 ///
 /// # Soundness
 /// The true profile γ ↦ H_γ(P‖Q) = sup_S P(S) − γQ(S) is convex in γ = e^ε, and it is at most dₖ
@@ -112,7 +113,11 @@ pub(crate) fn discretise(
 /// is still an upper bound on the truth, *whichever* points the floating-point hull test keeps:
 /// its decisions only affect tightness. A bound that is a minimum of convex pieces (an `rdp`
 /// event's points) has concave kinks; without this, connect-the-dots would raise its masses there.
-fn convexify(d: &mut [f64], h: f64) {
+///
+/// For a *lower* bound (`up = false`: [`discretise_lower`]'s node values) the hull is below the
+/// piecewise-linear function through the points, so values on it rounded down stay below whatever
+/// that function is below.
+fn convexify(d: &mut [f64], h: f64, up: bool) {
     let n = d.len();
     if n < 3 {
         return;
@@ -147,8 +152,9 @@ fn convexify(d: &mut [f64], h: f64) {
             // arguments', the product's and the quotient's roundings), which moves the value by
             // ≲ 9U·|dⱼ − dᵢ|; 1 − t, the two products and the sum add ≤ 4U of the larger end:
             // 16U of it, plus the smallest normal for subnormal values, covers all.
-            let c = chord(i, k, j, d) + 16.0 * U * d[i].max(d[j]) + f64::MIN_POSITIVE;
-            d[k] = d[k].min(c);
+            let slack = 16.0 * U * d[i].abs().max(d[j].abs()) + f64::MIN_POSITIVE;
+            let c = chord(i, k, j, d);
+            d[k] = d[k].min(if up { c + slack } else { c - slack });
         }
     }
 }
@@ -175,12 +181,16 @@ fn grid_range(h: f64, eps_lo: f64, eps_hi: f64, below: u32) -> Result<(i64, usiz
 ///
 /// Its profile is a chain of supporting lines: from the line 1 − y at the bottom, each piece is the
 /// steepest-rising line from the previous node that stays below δ over its own grid interval and
-/// [`LOOK_AHEAD`] − 1 more (in y = e^ε). It keeps P's mass and Q's mass (the profile's value and
-/// slope at y → 0) as they are, like connect-the-dots' split keeps them on the upper side, so its
-/// error in a composition is second order — against the rest of the composition's curvature —
-/// instead of adding a first-order loss per copy. (Chords lowered by a bound on their rise, used
-/// until 2026-11-27, added that: Q-mass +2e-6 per copy of a subsampled Gaussian with q = 1e-3,
-/// and ε's lower end 5.9 % low after 10⁵ copies; 0.06 % with the chain.)
+/// [`LOOK_AHEAD`] − 1 more (in y = e^ε). Where the profile is smooth at the grid's scale this keeps
+/// P's mass and Q's mass (the profile's value and slope at y → 0), like connect-the-dots' split
+/// keeps them on the upper side, so its error in a composition is second order — against the rest
+/// of the composition's curvature — instead of a first-order loss per copy. (Chords lowered by a
+/// bound on their rise, used until 2026-11-27, lost that: Q-mass +2e-6 per copy of a subsampled
+/// Gaussian with q = 1e-3, and ε's lower end 5.9 % low after 10⁵ copies; 0.06 % with the chain.)
+/// Where it is not — a kink (Laplace's atoms), or a wall of the loss less than a grid step from
+/// the next grid point (a sampling rate q below about h) — no line through a node can be certified
+/// to follow the profile's slope on the other side from point readings, and the losses there are
+/// first order; see notes 2 and 3 for how the chain recovers.
 ///
 /// `upper` and `lower` bound the true profile from above and below at every real ε; `inf_lower` is
 /// a lower bound on the mechanism's own mass at +∞.
@@ -205,18 +215,26 @@ fn grid_range(h: f64, eps_lo: f64, eps_hi: f64, below: u32) -> Result<(i64, usiz
 ///    if smaller: that chord is below 1 − y ≤ g. From node t the next node's value is the smallest
 ///    of v_t + (M − v_t)/x over the constraints (x, M) of note 1 on the fine intervals of the next
 ///    [`LOOK_AHEAD`] grid intervals (x > 0 the constraint's position in units of the grid
-///    interval): then the chord from node t to node t + 1, evaluated at each constraint inside its own
-///    interval, is at most M, so by note 1 it is below g on the whole interval. Checking ahead makes
-///    each piece (nearly) a supporting line of g, so the next piece rises at least as steeply: the
-///    values stay convex. Every subtraction, quotient and position is formed in floating point with
-///    a margin of 8U of the magnitudes involved, and a subnormal, toward a lower value.
+///    interval): then the chord from node t to node t + 1, evaluated at each constraint inside its
+///    own interval, is at most M, so by note 1 it is below g on the whole interval. Each M − v_t is
+///    formed as a difference from v_t, every operation rounded toward a lower value, and slopes and
+///    rises carry a margin of 8U·(4 + |ε_t|/h) (positions are those of exact grid points, the
+///    readings at rounded ones, within U·|ε| of them). Where the chain would lose more than half the
+///    profile's value at node t + 1 ([`REANCHOR_LOSS`]) and the lowered chords of
+///    [`lowered_chords`] keep more there, node t is lowered to their value and node t + 1 takes the
+///    larger of theirs and the chain's from there: both chords are below g (theirs by their own
+///    proof, since a lower start only lowers a chord).
 /// 3. *Validity.* The top node is at most 0 relative to `inf_lower` (beyond it the profile is the
-///    constant `inf_lower` ≤ δ(∞)); lowering a node only lowers the two chords that meet there. A
+///    constant `inf_lower` ≤ δ(∞)); lowering a node only lowers the two chords that meet there. The
+///    chain need not be convex (its readings are not: after a kink it leaves along the steeper side
+///    and catches up): the node values are lowered to their lower convex hull ([`convexify`], chords
+///    rounded down; the hull is below the piecewise-linear function through the values). A
 ///    negative node value is raised to 0 together with lowering its neighbours to 0 (every chord
 ///    that touches a raised node is then 0 ≤ g − inf_lower); a running minimum then makes the values
-///    non-increasing (lowering only). Convexity is restored on the Aᵢ (masses at or above each grid
-///    point) by a running minimum — lowering only: the profile is a combination of the Aᵢ with
-///    non-negative weights at every ε (summation by parts, as in [`discretise`]).
+///    non-increasing (lowering only). What convexity the rounding leaves broken is restored on the
+///    Aᵢ (masses at or above each grid point) by a running minimum — lowering only: the profile is
+///    a combination of the Aᵢ with non-negative weights at every ε (summation by parts, as in
+///    [`discretise`]). A NaN reading (none of the sources gives one) makes the node −∞, so 0.
 /// 4. What cannot be placed is dropped: 1 − (total kept) is left out (a sub-probability PMF; dropped
 ///    mass only lowers δ). Rounding in forming the Aᵢ is bounded relatively by 16U/(1 − e^{−h}) as
 ///    in [`discretise`] (`rel_err`, subtracted by every lower query).
@@ -227,16 +245,20 @@ pub(crate) fn discretise_lower(
     upper: impl Fn(f64) -> f64 + Sync,
     lower: impl Fn(f64) -> f64 + Sync,
     inf_lower: f64,
+    refine: usize,
 ) -> Result<Pmf, PldError> {
     let (i_lo, k) = grid_range(h, eps_lo, eps_hi, 1)?;
     crate::accountant::work::check()?;
     // The profile is read on a grid r times finer than the PMF's: node t of the PMF is fine point
     // t·r. Nodes t = 1 … k are the grid points i_lo … i_hi; t = 0 and t = k + 1 are neighbours
     // used only for the slopes of note 1.
-    let r = REFINE.min((MAX_GRID_POINTS / 2 / k).max(1));
+    let r = refine.max(1).min((MAX_GRID_POINTS / 2 / k).max(1));
     let fine = (k + 1) * r + 1;
     let hf = h / r as f64;
-    let at = |f: usize| (i_lo - 1) as f64 * h + f as f64 * hf;
+    // One rounding, so that node t is read at exactly the loss the PMF puts there, (i_lo + t − 1)·h
+    // (r is 1 or 2, so h/r is exact and (n·r)·(h/r) rounds like n·h).
+    debug_assert!(r <= 2);
+    let at = |f: usize| ((i_lo - 1) * r as i64 + f as i64) as f64 * hf;
     let mut u = vec![0.0; fine];
     let mut l = vec![0.0; fine];
     evaluate(&mut u, |f| upper(at(f)).clamp(0.0, 1.0));
@@ -244,7 +266,8 @@ pub(crate) fn discretise_lower(
     evaluate(&mut l, |f| lower(at(f)).clamp(0.0, 1.0));
     crate::accountant::work::check()?;
     let inf_lower = inf_lower.clamp(0.0, 1.0);
-    let v = supporting_chain(h, i_lo, k, r, &u, &l, inf_lower);
+    let fallback = lowered_chords(h, i_lo, k, r, &u, &l, inf_lower);
+    let v = supporting_chain(h, i_lo, k, r, &u, &l, inf_lower, &fallback);
     crate::accountant::work::check()?;
     Ok(lower_pmf_of_nodes(h, i_lo, k, v, inf_lower))
 }
@@ -257,6 +280,7 @@ const LOOK_AHEAD: usize = 2;
 /// The node values of [`discretise_lower`] (soundness notes 1 and 2), relative to `inf_lower`:
 /// index 0 is the node y = 0, t = 1 … k the grid points; `u`, `l` the profile's bounds at the fine
 /// points (fine point t·r is node t).
+#[allow(clippy::too_many_arguments)]
 fn supporting_chain(
     h: f64,
     i_lo: i64,
@@ -265,6 +289,7 @@ fn supporting_chain(
     u: &[f64],
     l: &[f64],
     inf_lower: f64,
+    fallback: &[f64],
 ) -> Vec<f64> {
     let fine = u.len();
     let hf = h / r as f64;
@@ -287,14 +312,22 @@ fn supporting_chain(
     // Node 1 on the line 1 − y (rounded down), or below lower(node 1).
     let line1 = rounding::down(-(i_lo as f64 * h).exp_m1(), margin);
     v[1] = rel(line1).min(rel(l[r]));
-    for t in 1..k {
+    // The chain's next node from value vt at node t (soundness note 2).
+    let next_from = |t: usize, vt: f64| -> f64 {
         let f0 = t * r;
-        let vt = v[t];
+        // The positions below are those of exact grid points; the readings are at rounded ones
+        // (each within U·|ε| of its point), a shift of up to about U·|ε|/h of an interval: the
+        // margin of this piece's slopes and rises grows with it.
+        let margin = margin * (4.0 + ((i_lo + t as i64 - 1) as f64).abs());
         let mut next = f64::INFINITY;
-        // The chord from node t through (x, m) at node t + 1, lowered by its rounding.
-        let mut through = |x: f64, m: f64| {
-            let d = (rel(m) - vt) / x;
-            next = next.min(vt + d - margin * (vt.abs() + d.abs()) - f64::MIN_POSITIVE);
+        // The chord from node t that is `d` above v_t at position x: node t + 1 at v_t + d/x,
+        // with d widened by 8U for x's own error (a few U) and every operation rounded down. `d`
+        // is formed as a difference from v_t (never as a value minus v_t with an absolute margin
+        // of the values, which divided by a small x would cost a steep slope).
+        let mut through = |x: f64, d: f64| {
+            let d = rounding::mul_down(d, if d < 0.0 { 1.0 + margin } else { 1.0 - margin });
+            let c = rounding::add_down(vt, rounding::div_down(d, x));
+            next = if c.is_nan() { f64::NAN } else { next.min(c) };
         };
         // Fine intervals [f0 + j, f0 + j + 1], each needing its right neighbour for a slope.
         let last = span.min(fine - 2 - f0);
@@ -306,23 +339,114 @@ fn supporting_chain(
             let sa = sa - margin * sa.abs();
             let sb = (u[b + 1] - l[b]) / w(j + 1);
             let sb = sb + margin * sb.abs();
-            // Where T_a and T_b cross (clamped to the interval; any point is sound).
+            // T_a and T_b above v_t at a point m of [a, b] (near their crossing; any is sound),
+            // each as (its anchor − v_t) + slope·(m − anchor), rounded down, less 4U of
+            // |slope|·(m + anchor) for the positions' own errors.
+            let (da, db) = (
+                rounding::sub_down(rel(l[a]), vt),
+                rounding::sub_down(rel(l[b]), vt),
+            );
             let m = if sb > sa {
-                ((l[b] - l[a] + sa * xa - sb * xb) / (sa - sb)).clamp(xa, xb)
+                ((db - da + sa * xa - sb * xb) / (sa - sb)).clamp(xa, xb)
             } else {
                 0.5 * (xa + xb)
             };
-            let ta = l[a] + sa * (m - xa);
-            let tb = l[b] + sb * (m - xb);
-            let err = margin * (l[a] + l[b] + sa.abs() * (m + xa) + sb.abs() * (m + xb));
             if m > 0.0 {
-                through(m, ta.min(tb) - err);
+                let above = |d: f64, s: f64, anchor: f64| {
+                    let lift = rounding::mul_down(s, m - anchor);
+                    rounding::add_down(d, lift) - 4.0 * U * s.abs() * (m + anchor)
+                };
+                through(m, above(da, sa, xa).min(above(db, sb, xb)));
             }
-            through(xb, l[b]);
+            through(xb, db);
         }
-        v[t + 1] = next;
+        // A NaN bound (never produced by the sources) must not drop a constraint.
+        if next.is_nan() || next == f64::INFINITY {
+            f64::NEG_INFINITY
+        } else {
+            next
+        }
+    };
+    for t in 1..k {
+        let next = next_from(t, v[t]);
+        // Re-anchoring: where the chain has painted itself into a corner (a piece forced along
+        // 1 − y up to a wall of the loss less than a grid step away, the next node near 0 and
+        // every later one with it, since the values only fall), the lowered chords' node values
+        // (O) keep more at t + 1. The pair (O_t, O_{t+1}) is valid on its own (both lowered by at
+        // least their chord's gap), and so is any chord from a value at most O_t to O_{t+1};
+        // lowering node t only lowers the chord that ends there. Triggered only where the chain
+        // would lose more than REANCHOR_LOSS of the profile's value at t + 1 (its gaps elsewhere
+        // are second-order; re-anchoring on every node where O is higher would bring back O's
+        // first-order losses).
+        let (lt, ot) = (rel(l[(t + 1) * r]), fallback[t + 1]);
+        if ot > next && lt - next > REANCHOR_LOSS * lt {
+            v[t] = v[t].min(fallback[t]);
+            v[t + 1] = next_from(t, v[t]).max(ot);
+        } else {
+            v[t + 1] = next;
+        }
     }
     v[k] = v[k].min(0.0);
+    // Where the certified constraints bent the chain the wrong way (after a kink of the profile,
+    // the chain must leave along the kink's left slope and then catch up), its lower convex hull
+    // replaces it: a local repair, where a running minimum of the masses-at-or-above would carry a
+    // dip on to every later grid point (a Laplace profile's top atom lost a third of its mass so).
+    convexify(&mut v[1..], h, false);
+    v
+}
+
+/// The share of the profile's value at a node the chain must be about to lose before it
+/// re-anchors on the lowered chords ([`supporting_chain`]).
+const REANCHOR_LOSS: f64 = 0.5;
+
+/// The node values of chords lowered by a certified bound on their rise (the lower discretisation
+/// before the chain; [`supporting_chain`] falls back on them where it would leave the profile far
+/// behind), relative to `inf_lower`, indexed like the chain's. Each node is lowered by the larger
+/// bound of its two chords, so the chord between any two adjacent values is below g: on a grid
+/// interval the rise of the chord over g is at most the rise measured at the interior fine points
+/// (chord of upper node values minus the lower value) plus, on each fine interval, the worst case
+/// allowed by convexity given the neighbouring fine chords' slopes, (width)·(s_R − s_L)/4, capped by
+/// the drop g_j − g_{j+1}; the bottom chord from (0, 1) rises at most g(y₁) − (1 − y₁).
+fn lowered_chords(
+    h: f64,
+    i_lo: i64,
+    k: usize,
+    r: usize,
+    u: &[f64],
+    l: &[f64],
+    inf_lower: f64,
+) -> Vec<f64> {
+    let hf = h / r as f64;
+    let (e_hf, e_mhf) = (rounding::exp_up(hf), rounding::exp_down(-hf));
+    // Triangle bound on the rise of the chord over g on fine interval [f, f + 1] (needs f ≥ 1).
+    let tri = |f: usize| {
+        let left = rounding::sub_up(u[f - 1], l[f]).max(0.0);
+        let right = rounding::sub_down(l[f + 1], u[f + 2]).max(0.0);
+        let t = rounding::up(0.25 * (e_hf * left - e_mhf * right), 8.0 * U);
+        t.min(rounding::sub_up(u[f], l[f + 1])).max(0.0)
+    };
+    let den = h.exp_m1();
+    let w: Vec<f64> = (0..r).map(|j| (j as f64 * hf).exp_m1() / den).collect();
+    let mut gap = vec![0.0; k + 1];
+    for (t, g) in gap.iter_mut().enumerate().take(k).skip(1) {
+        let (f0, f1) = (t * r, (t + 1) * r);
+        let mut measured = 0.0_f64;
+        for (j, &wj) in w.iter().enumerate().skip(1) {
+            let chord = (1.0 - wj) * u[f0] + wj * u[f1];
+            let rise = chord - l[f0 + j] + 4.0 * U * (u[f0] + u[f1]);
+            measured = measured.max(rise);
+        }
+        let worst = (f0..f1).map(&tri).fold(0.0_f64, f64::max);
+        *g = (rounding::up(measured + worst, 4.0 * U)).min(rounding::sub_up(u[f0], l[f1]));
+    }
+    gap[0] = rounding::up(u[r] + (i_lo as f64 * h).exp_m1(), 8.0 * U).max(0.0) + 4.0 * U;
+    let rel = |x: f64| rounding::sub_down(x, inf_lower);
+    let mut v = vec![0.0; k + 1];
+    v[0] = rounding::sub_down(rel(1.0), gap[0]);
+    for t in 1..k {
+        v[t] = rounding::sub_down(rel(l[t * r]), gap[t - 1].max(gap[t]));
+    }
+    v[k] = rounding::sub_down(rel(l[k * r]), gap[k - 1]).min(0.0);
     v
 }
 
@@ -370,8 +494,39 @@ fn lower_pmf_of_nodes(h: f64, i_lo: i64, k: usize, mut v: Vec<f64>, inf_lower: f
 
 /// How many times finer than the PMF's grid [`discretise_lower`] reads the profile (reduced so that
 /// the fine grid stays within [`MAX_GRID_POINTS`]): the supporting lines of note 1 are drawn over
-/// fine intervals, so their distance below the profile shrinks like 1/r².
-const REFINE: usize = 2;
+/// fine intervals, so their distance below the profile shrinks like 1/r². See [`lower_refine`].
+pub(crate) const REFINE: usize = 2;
+
+/// A loss spread (standard deviation under P, in grid steps) from which the lower PMF reads the
+/// profile at the grid points only: the supporting lines' distance below the profile is then far
+/// below the composition's own error (it falls like the square of grid step over spread), and the
+/// finer reading would double the profile evaluations (a Gaussian part of μ ≈ 1.8 spans 3·10⁵
+/// grid points, each read with directed rounding).
+const WIDE_SPREAD: f64 = 2000.0;
+
+/// The reading resolution for the lower PMF of a mechanism whose upper PMFs are these:
+/// [`REFINE`], or 1 when every ordering's loss spreads over at least [`WIDE_SPREAD`] grid steps.
+pub(crate) fn lower_refine(pmfs: &[&Pmf]) -> usize {
+    let spread = |p: &Pmf| {
+        let (mut w, mut s1, mut s2) = (0.0, 0.0, 0.0);
+        for (j, &m) in p.mass.iter().enumerate() {
+            let (m, x) = (m.max(0.0), j as f64);
+            w += m;
+            s1 += m * x;
+            s2 += m * x * x;
+        }
+        if w <= 0.0 {
+            return 0.0;
+        }
+        let mean = s1 / w;
+        (s2 / w - mean * mean).max(0.0).sqrt()
+    };
+    if pmfs.iter().all(|p| spread(p) >= WIDE_SPREAD) {
+        1
+    } else {
+        REFINE
+    }
+}
 
 /// Grids at least this long have their δ values evaluated on several threads.
 const PARALLEL_POINTS: usize = 1 << 15;
@@ -435,7 +590,7 @@ mod tests {
         let (mu, h) = (1.0, 1e-3);
         let lo = |e: f64| gdp::delta_bounds(mu, e).0;
         let hi = |e: f64| gdp::delta_bounds(mu, e).1;
-        let p = discretise_lower(h, -10.0, 10.0, hi, lo, 0.0).unwrap();
+        let p = discretise_lower(h, -10.0, 10.0, hi, lo, 0.0, REFINE).unwrap();
         let total: f64 = p.mass.iter().sum();
         assert!(total <= 1.0 && total > 1.0 - 1e-9, "{total}");
         let atoms = p.profile(0.0);
@@ -474,7 +629,7 @@ mod tests {
         };
         let lo = |e: f64| rounding::prob_down(truth(e), 1e-12);
         let hi = |e: f64| rounding::prob_up(truth(e), 1e-12);
-        let p = discretise_lower(h, (1.0 - q).ln(), 2.0, hi, lo, 0.0).unwrap();
+        let p = discretise_lower(h, (1.0 - q).ln(), 2.0, hi, lo, 0.0, REFINE).unwrap();
         let masses: f64 = p.mass.iter().sum();
         let q_mass: f64 = (0..p.mass.len())
             .map(|j| p.mass[j] * (-((p.lo + j as i64) as f64 * h)).exp())
@@ -507,7 +662,7 @@ mod tests {
             };
             let lo = |e: f64| rounding::prob_down(truth(e), 1e-14);
             let hi = |e: f64| rounding::prob_up(truth(e), 1e-14);
-            let p = discretise_lower(h, -eps0, eps0, hi, lo, 0.0).unwrap();
+            let p = discretise_lower(h, -eps0, eps0, hi, lo, 0.0, REFINE).unwrap();
             let atoms = p.profile(0.0);
             for k in 0..=20_000 {
                 let e = -eps0 - 0.01 + (2.0 * eps0 + 0.02) * k as f64 / 20_000.0;

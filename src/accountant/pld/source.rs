@@ -264,7 +264,9 @@ impl Source {
             p.moved_up += self.moved;
             p
         };
-        let lower = self.discretise_lower(h, top_rem, top_add)?;
+        let refine =
+            super::ctd::lower_refine(&[&rem].into_iter().chain(add.as_ref()).collect::<Vec<_>>());
+        let lower = self.discretise_lower(h, top_rem, top_add, refine)?;
         Ok(Pld {
             remove: fix(rem),
             add: add.map(fix),
@@ -281,6 +283,7 @@ impl Source {
         h: f64,
         top_rem: f64,
         top_add: f64,
+        refine: usize,
     ) -> Result<Option<Pld>, PldError> {
         if self.steps > 0 || self.abs_err > 0.0 || self.moved > 0.0 {
             return Ok(None);
@@ -299,6 +302,7 @@ impl Source {
                 if remove { &lo_rem } else { &lo_add },
                 // The mechanism's own +∞ mass, rounded down (it may be a product such as q·p∞).
                 rounding::prob_down(side.inf, 4.0 * U),
+                refine,
             )
         })?;
         Ok(Some(Pld {
