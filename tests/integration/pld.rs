@@ -803,7 +803,7 @@ fn mnist_dp_sgd_epsilon_is_bracketed_to_a_thousandth() {
 /// almost all of a step's loss is within ten grid steps of 0: prv_accountant (eps_error 0.001)
 /// certifies ε(1e-5) ∈ [2.5738, 2.5761]. Both brackets must be within 1e-3 relative (lowered chords
 /// gave ε 5.9 % and μ 4.9 % wide; the chain of supporting lines keeps the step's P- and Q-mass and
-/// gives 6.2e-4 and 6.7e-4).
+/// gives 6.5e-4 and 6.9e-4).
 #[test]
 fn a_small_sampling_rate_over_a_hundred_thousand_steps_is_bracketed_to_a_thousandth() {
     let req = json!({
