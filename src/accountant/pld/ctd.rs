@@ -220,9 +220,9 @@ fn grid_range(h: f64, eps_lo: f64, eps_hi: f64, below: u32) -> Result<(i64, usiz
 ///    formed as a difference from v_t, every operation rounded toward a lower value, and slopes and
 ///    rises carry a margin of 8U·(4 + |ε_t|/h) (positions are those of exact grid points, the
 ///    readings at rounded ones, within U·|ε| of them). Where the chain would lose more than half the
-///    profile's value at node t + 1 ([`REANCHOR_LOSS`]) and the lowered chords of
-///    [`lowered_chords`] keep more there, node t is lowered to their value and node t + 1 takes the
-///    larger of theirs and the chain's from there: both chords are below g (theirs by their own
+///    profile's value at node t + 1 ([`REANCHOR_LOSS`]), node t may be lowered to the value of the
+///    lowered chords of [`lowered_chords`] and node t + 1 then takes the larger of theirs and the
+///    chain's from there, when that keeps more: both chords are below g (theirs by their own
 ///    proof, since a lower start only lowers a chord).
 /// 3. *Validity.* The top node is at most 0 relative to `inf_lower` (beyond it the profile is the
 ///    constant `inf_lower` ≤ δ(∞)); lowering a node only lowers the two chords that meet there. The
@@ -234,7 +234,8 @@ fn grid_range(h: f64, eps_lo: f64, eps_hi: f64, below: u32) -> Result<(i64, usiz
 ///    non-increasing (lowering only). What convexity the rounding leaves broken is restored on the
 ///    Aᵢ (masses at or above each grid point) by a running minimum — lowering only: the profile is
 ///    a combination of the Aᵢ with non-negative weights at every ε (summation by parts, as in
-///    [`discretise`]). A NaN reading (none of the sources gives one) makes the node −∞, so 0.
+///    [`discretise`]). A NaN reading (none of the sources gives one) is replaced by the weakest
+///    bound before anything else: 0 for `lower`, 1 for `upper`.
 /// 4. What cannot be placed is dropped: 1 − (total kept) is left out (a sub-probability PMF; dropped
 ///    mass only lowers δ). Rounding in forming the Aᵢ is bounded relatively by 16U/(1 − e^{−h}) as
 ///    in [`discretise`] (`rel_err`, subtracted by every lower query).
@@ -261,9 +262,24 @@ pub(crate) fn discretise_lower(
     let at = |f: usize| ((i_lo - 1) * r as i64 + f as i64) as f64 * hf;
     let mut u = vec![0.0; fine];
     let mut l = vec![0.0; fine];
-    evaluate(&mut u, |f| upper(at(f)).clamp(0.0, 1.0));
+    // A NaN reading (none of the sources gives one) becomes the weakest bound: 1 above, 0 below.
+    evaluate(&mut u, |f| {
+        let x = upper(at(f));
+        if x.is_nan() {
+            1.0
+        } else {
+            x.clamp(0.0, 1.0)
+        }
+    });
     crate::accountant::work::check()?;
-    evaluate(&mut l, |f| lower(at(f)).clamp(0.0, 1.0));
+    evaluate(&mut l, |f| {
+        let x = lower(at(f));
+        if x.is_nan() {
+            0.0
+        } else {
+            x.clamp(0.0, 1.0)
+        }
+    });
     crate::accountant::work::check()?;
     let inf_lower = inf_lower.clamp(0.0, 1.0);
     let fallback = lowered_chords(h, i_lo, k, r, &u, &l, inf_lower);
@@ -362,7 +378,8 @@ fn supporting_chain(
             }
             through(xb, db);
         }
-        // A NaN bound (never produced by the sources) must not drop a constraint.
+        // Readings are never NaN (replaced above); a constraint-free window cannot occur either
+        // (`last` ≥ r ≥ 1), but if it did the node would drop, never rise.
         if next.is_nan() || next == f64::INFINITY {
             f64::NEG_INFINITY
         } else {
@@ -373,19 +390,22 @@ fn supporting_chain(
         let next = next_from(t, v[t]);
         // Re-anchoring: where the chain has painted itself into a corner (a piece forced along
         // 1 − y up to a wall of the loss less than a grid step away, the next node near 0 and
-        // every later one with it, since the values only fall), the lowered chords' node values
-        // (O) keep more at t + 1. The pair (O_t, O_{t+1}) is valid on its own (both lowered by at
-        // least their chord's gap), and so is any chord from a value at most O_t to O_{t+1};
-        // lowering node t only lowers the chord that ends there. Triggered only where the chain
-        // would lose more than REANCHOR_LOSS of the profile's value at t + 1 (its gaps elsewhere
-        // are second-order; re-anchoring on every node where O is higher would bring back O's
-        // first-order losses).
-        let (lt, ot) = (rel(l[(t + 1) * r]), fallback[t + 1]);
-        if ot > next && lt - next > REANCHOR_LOSS * lt {
-            v[t] = v[t].min(fallback[t]);
-            v[t + 1] = next_from(t, v[t]).max(ot);
-        } else {
-            v[t + 1] = next;
+        // every later one with it, since the values only fall), node t is lowered to the lowered
+        // chords' value O_t and node t + 1 takes the larger of the chain's value from there and
+        // O_{t+1}, if that keeps more. The pair (O_t, O_{t+1}) is valid on its own (both lowered by
+        // at least their chord's gap, which bounds the chord's rise on that interval alone), so is
+        // any chord from a value at most O_t to O_{t+1}, and lowering node t only lowers the
+        // chord that ends there. Tried only where the chain would lose more than REANCHOR_LOSS of
+        // the profile's value at t + 1: its gaps elsewhere are second order, and re-anchoring
+        // wherever O is higher would bring back O's first-order losses.
+        let lt = rel(l[(t + 1) * r]);
+        v[t + 1] = next;
+        if lt - next > REANCHOR_LOSS * lt {
+            let lowered = v[t].min(fallback[t]);
+            let alt = next_from(t, lowered).max(fallback[t + 1]);
+            if alt > next {
+                (v[t], v[t + 1]) = (lowered, alt);
+            }
         }
     }
     v[k] = v[k].min(0.0);
@@ -643,6 +663,30 @@ mod tests {
             let e = k as f64 * 1e-4 / 3.0;
             let v = atoms.delta(e) * (1.0 - p.rel_err);
             assert!(v <= lo(e), "ε = {e}: {v:e} above the truth {:e}", lo(e));
+        }
+    }
+
+    /// A NaN reading must weaken the bound, never drop a constraint: with `lower` NaN between two
+    /// grid points (found by a second reader: `f64::min` ignores NaN, and the node at ε = 0.5 came
+    /// out 2.6e-4 above the Gaussian profile), the lower PMF still stays below the truth.
+    #[test]
+    fn a_nan_reading_never_lifts_the_lower_pmf() {
+        let (mu, h) = (1.0, 0.05);
+        let lo = |e: f64| {
+            if (e - 0.525).abs() < 1e-9 {
+                f64::NAN
+            } else {
+                gdp::delta_bounds(mu, e).0
+            }
+        };
+        let hi = |e: f64| gdp::delta_bounds(mu, e).1;
+        let p = discretise_lower(h, -4.0, 4.0, hi, lo, 0.0, REFINE).unwrap();
+        let atoms = p.profile(0.0);
+        for k in -5000..=5000 {
+            let e = k as f64 * 8e-4 + 1.1e-5;
+            let truth = gdp::delta_bounds(mu, e).0;
+            let v = atoms.delta(e) * (1.0 - p.rel_err);
+            assert!(v <= truth, "ε = {e}: {v:e} above the truth {truth:e}");
         }
     }
 
