@@ -218,8 +218,9 @@ fn grid_range(h: f64, eps_lo: f64, eps_hi: f64, below: u32) -> Result<(i64, usiz
 ///    interval): then the chord from node t to node t + 1, evaluated at each constraint inside its
 ///    own interval, is at most M, so by note 1 it is below g on the whole interval. Each M − v_t is
 ///    formed as a difference from v_t, every operation rounded toward a lower value, and slopes and
-///    rises carry a margin of 8U·(4 + |ε_t|/h) (positions are those of exact grid points, the
-///    readings at rounded ones, within U·|ε| of them). Where the chain would lose more than half the
+///    rises carry a margin of 8U·(4 + |ε_t|/h), each candidate value an allowance of that factor
+///    times the profile's drop over the neighbouring intervals (positions are those of exact grid
+///    points, the readings at rounded ones, within U·|ε| of them). Where the chain would lose more than half the
 ///    profile's value at node t + 1 ([`REANCHOR_LOSS`]), node t may be lowered to the value of the
 ///    lowered chords of [`lowered_chords`] and node t + 1 then takes the larger of theirs and the
 ///    chain's from there, when that keeps more: both chords are below g (theirs by their own
@@ -337,6 +338,10 @@ fn supporting_chain(
         // (each within U·|ε| of its point), a shift of up to about U·|ε|/h of an interval: the
         // margin of this piece's slopes and rises grows with it.
         let margin = margin * (4.0 + ((i_lo + t as i64 - 1) as f64).abs());
+        // The same shift moves a reading by up to the profile's drop over an interval times it,
+        // whatever the rise d: an absolute allowance, so that it holds where d is small too (after
+        // a re-anchoring).
+        let shift = margin * (u[f0.saturating_sub(r)] - l[f0 + r]).abs() + f64::MIN_POSITIVE;
         let mut next = f64::INFINITY;
         // The chord from node t that is `d` above v_t at position x: node t + 1 at v_t + d/x,
         // with d widened by 8U for x's own error (a few U) and every operation rounded down. `d`
@@ -344,7 +349,7 @@ fn supporting_chain(
         // of the values, which divided by a small x would cost a steep slope).
         let mut through = |x: f64, d: f64| {
             let d = rounding::mul_down(d, if d < 0.0 { 1.0 + margin } else { 1.0 - margin });
-            let c = rounding::add_down(vt, rounding::div_down(d, x));
+            let c = rounding::add_down(vt, rounding::div_down(d, x)) - shift;
             next = if c.is_nan() { f64::NAN } else { next.min(c) };
         };
         // Fine intervals [f0 + j, f0 + j + 1], each needing its right neighbour for a slope.
