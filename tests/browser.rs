@@ -190,13 +190,21 @@ async fn fit(c: &Client, width: u32, min: u32) {
         .unwrap();
 }
 
+/// The text of the first element matching `css`. The dashboard re-renders parts of the page as
+/// data arrives, so an element found may be replaced before its text is read (WebDriver's "stale
+/// element reference", seen once in CI): the lookup is retried then, a few times.
 async fn text(c: &Client, css: &str) -> String {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    let mut last = None;
+    for _ in 0..10 {
+        match c.find(Locator::Css(css)).await.unwrap().text().await {
+            Ok(t) => return t,
+            Err(e) => {
+                last = Some(e);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    panic!("reading {css}: {:?}", last.expect("at least one attempt"))
 }
 
 /// Types `event` into the preview form, sends it and returns the verdict's text.
