@@ -264,29 +264,45 @@ pub(crate) fn discretise_lower(
     let mut u = vec![0.0; fine];
     let mut l = vec![0.0; fine];
     // A NaN reading (none of the sources gives one) becomes the weakest bound: 1 above, 0 below.
-    evaluate(&mut u, |f| {
-        let x = upper(at(f));
+    let unit_or = |x: f64, if_nan: f64| {
         if x.is_nan() {
-            1.0
+            if_nan
         } else {
             x.clamp(0.0, 1.0)
         }
-    });
+    };
+    evaluate(&mut u, |f| unit_or(upper(at(f)), 1.0));
     crate::accountant::work::check()?;
-    evaluate(&mut l, |f| {
-        let x = lower(at(f));
-        if x.is_nan() {
-            0.0
-        } else {
-            x.clamp(0.0, 1.0)
-        }
-    });
+    evaluate(&mut l, |f| unit_or(lower(at(f)), 0.0));
     crate::accountant::work::check()?;
     let inf_lower = inf_lower.clamp(0.0, 1.0);
-    let fallback = lowered_chords(h, i_lo, k, r, &u, &l, inf_lower);
-    let v = supporting_chain(h, i_lo, k, r, &u, &l, inf_lower, &fallback);
+    let readings = Readings {
+        h,
+        i_lo,
+        k,
+        r,
+        u: &u,
+        l: &l,
+        inf_lower,
+    };
+    let fallback = lowered_chords(&readings);
+    let v = supporting_chain(&readings, &fallback);
     crate::accountant::work::check()?;
     Ok(lower_pmf_of_nodes(h, i_lo, k, v, inf_lower))
+}
+
+/// What [`discretise_lower`] read: the profile's bounds `u`, `l` at the fine points ((i_lo − 1)·r +
+/// f)·h/r, f = 0 … (k + 1)·r (fine point t·r is node t, the grid point i_lo + t − 1), for k nodes on
+/// grid step h, and the +∞ mass `inf_lower` the node values are relative to.
+#[derive(Clone, Copy)]
+struct Readings<'a> {
+    h: f64,
+    i_lo: i64,
+    k: usize,
+    r: usize,
+    u: &'a [f64],
+    l: &'a [f64],
+    inf_lower: f64,
 }
 
 /// How many grid intervals each piece of [`discretise_lower`]'s chain stays below the profile
@@ -299,17 +315,16 @@ const LOOK_AHEAD: usize = 1;
 /// The node values of [`discretise_lower`] (soundness notes 1 and 2), relative to `inf_lower`:
 /// index 0 is the node y = 0, t = 1 … k the grid points; `u`, `l` the profile's bounds at the fine
 /// points (fine point t·r is node t).
-#[allow(clippy::too_many_arguments)]
-fn supporting_chain(
-    h: f64,
-    i_lo: i64,
-    k: usize,
-    r: usize,
-    u: &[f64],
-    l: &[f64],
-    inf_lower: f64,
-    fallback: &[f64],
-) -> Vec<f64> {
+fn supporting_chain(readings: &Readings<'_>, fallback: &[f64]) -> Vec<f64> {
+    let Readings {
+        h,
+        i_lo,
+        k,
+        r,
+        u,
+        l,
+        inf_lower,
+    } = *readings;
     let fine = u.len();
     let hf = h / r as f64;
     let rel = |x: f64| rounding::sub_down(x, inf_lower);
@@ -434,15 +449,16 @@ const REANCHOR_LOSS: f64 = 0.5;
 /// (chord of upper node values minus the lower value) plus, on each fine interval, the worst case
 /// allowed by convexity given the neighbouring fine chords' slopes, (width)·(s_R − s_L)/4, capped by
 /// the drop g_j − g_{j+1}; the bottom chord from (0, 1) rises at most g(y₁) − (1 − y₁).
-fn lowered_chords(
-    h: f64,
-    i_lo: i64,
-    k: usize,
-    r: usize,
-    u: &[f64],
-    l: &[f64],
-    inf_lower: f64,
-) -> Vec<f64> {
+fn lowered_chords(readings: &Readings<'_>) -> Vec<f64> {
+    let Readings {
+        h,
+        i_lo,
+        k,
+        r,
+        u,
+        l,
+        inf_lower,
+    } = *readings;
     let hf = h / r as f64;
     let (e_hf, e_mhf) = (rounding::exp_up(hf), rounding::exp_down(-hf));
     // Triangle bound on the rise of the chord over g on fine interval [f, f + 1] (needs f ≥ 1).
