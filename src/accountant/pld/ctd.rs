@@ -222,7 +222,7 @@ fn grid_range(h: f64, eps_lo: f64, eps_hi: f64, below: u32) -> Result<(i64, usiz
 ///    times the profile's drop over the neighbouring intervals (positions are those of exact grid
 ///    points, the readings at rounded ones, within U·|ε| of them). Where the chain would lose more than half the
 ///    profile's value at node t + 1 ([`REANCHOR_LOSS`]), node t may be lowered to the value of the
-///    lowered chords of [`lowered_chords`] and node t + 1 then takes the larger of theirs and the
+///    lowered chords of [`LoweredChords`] and node t + 1 then takes the larger of theirs and the
 ///    chain's from there, when that keeps more: both chords are below g (theirs by their own
 ///    proof, since a lower start only lowers a chord).
 /// 3. *Validity.* The top node is at most 0 relative to `inf_lower` (beyond it the profile is the
@@ -285,8 +285,7 @@ pub(crate) fn discretise_lower(
         l: &l,
         inf_lower,
     };
-    let fallback = lowered_chords(&readings);
-    let v = supporting_chain(&readings, &fallback);
+    let v = supporting_chain(&readings);
     crate::accountant::work::check()?;
     Ok(lower_pmf_of_nodes(h, i_lo, k, v, inf_lower))
 }
@@ -315,7 +314,8 @@ const LOOK_AHEAD: usize = 1;
 /// The node values of [`discretise_lower`] (soundness notes 1 and 2), relative to `inf_lower`:
 /// index 0 is the node y = 0, t = 1 … k the grid points; `u`, `l` the profile's bounds at the fine
 /// points (fine point t·r is node t).
-fn supporting_chain(readings: &Readings<'_>, fallback: &[f64]) -> Vec<f64> {
+fn supporting_chain(readings: &Readings<'_>) -> Vec<f64> {
+    let fallback = LoweredChords::new(*readings);
     let Readings {
         h,
         i_lo,
@@ -421,8 +421,8 @@ fn supporting_chain(readings: &Readings<'_>, fallback: &[f64]) -> Vec<f64> {
         let lt = rel(l[(t + 1) * r]);
         v[t + 1] = next;
         if lt - next > REANCHOR_LOSS * lt {
-            let lowered = v[t].min(fallback[t]);
-            let alt = next_from(t, lowered).max(fallback[t + 1]);
+            let lowered = v[t].min(fallback.value(t));
+            let alt = next_from(t, lowered).max(fallback.value(t + 1));
             if alt > next {
                 (v[t], v[t + 1]) = (lowered, alt);
             }
@@ -443,54 +443,74 @@ const REANCHOR_LOSS: f64 = 0.5;
 
 /// The node values of chords lowered by a certified bound on their rise (the lower discretisation
 /// before the chain; [`supporting_chain`] falls back on them where it would leave the profile far
-/// behind), relative to `inf_lower`, indexed like the chain's. Each node is lowered by the larger
+/// behind), relative to `inf_lower`, indexed like the chain's, computed only for the nodes asked
+/// for (rarely any). Each node is lowered by the larger
 /// bound of its two chords, so the chord between any two adjacent values is below g: on a grid
 /// interval the rise of the chord over g is at most the rise measured at the interior fine points
 /// (chord of upper node values minus the lower value) plus, on each fine interval, the worst case
 /// allowed by convexity given the neighbouring fine chords' slopes, (width)·(s_R − s_L)/4, capped by
 /// the drop g_j − g_{j+1}; the bottom chord from (0, 1) rises at most g(y₁) − (1 − y₁).
-fn lowered_chords(readings: &Readings<'_>) -> Vec<f64> {
-    let Readings {
-        h,
-        i_lo,
-        k,
-        r,
-        u,
-        l,
-        inf_lower,
-    } = *readings;
-    let hf = h / r as f64;
-    let (e_hf, e_mhf) = (rounding::exp_up(hf), rounding::exp_down(-hf));
-    // Triangle bound on the rise of the chord over g on fine interval [f, f + 1] (needs f ≥ 1).
-    let tri = |f: usize| {
+struct LoweredChords<'a> {
+    readings: Readings<'a>,
+    e_hf: f64,
+    e_mhf: f64,
+    /// Positions of the interior fine points of a grid interval, in units of the interval.
+    w: Vec<f64>,
+}
+
+impl<'a> LoweredChords<'a> {
+    fn new(readings: Readings<'a>) -> Self {
+        let (h, r) = (readings.h, readings.r);
+        let hf = h / r as f64;
+        let den = h.exp_m1();
+        LoweredChords {
+            readings,
+            e_hf: rounding::exp_up(hf),
+            e_mhf: rounding::exp_down(-hf),
+            w: (0..r).map(|j| (j as f64 * hf).exp_m1() / den).collect(),
+        }
+    }
+
+    /// Triangle bound on the rise of the chord over g on fine interval [f, f + 1] (needs f ≥ 1).
+    fn tri(&self, f: usize) -> f64 {
+        let (u, l) = (self.readings.u, self.readings.l);
         let left = rounding::sub_up(u[f - 1], l[f]).max(0.0);
         let right = rounding::sub_down(l[f + 1], u[f + 2]).max(0.0);
-        let t = rounding::up(0.25 * (e_hf * left - e_mhf * right), 8.0 * U);
+        let t = rounding::up(0.25 * (self.e_hf * left - self.e_mhf * right), 8.0 * U);
         t.min(rounding::sub_up(u[f], l[f + 1])).max(0.0)
-    };
-    let den = h.exp_m1();
-    let w: Vec<f64> = (0..r).map(|j| (j as f64 * hf).exp_m1() / den).collect();
-    let mut gap = vec![0.0; k + 1];
-    for (t, g) in gap.iter_mut().enumerate().take(k).skip(1) {
+    }
+
+    /// Bound on the rise of the chord over g on [node t, node t + 1] (t = 0: the bottom chord).
+    fn gap(&self, t: usize) -> f64 {
+        let Readings {
+            h, i_lo, r, u, l, ..
+        } = self.readings;
+        if t == 0 {
+            return rounding::up(u[r] + (i_lo as f64 * h).exp_m1(), 8.0 * U).max(0.0) + 4.0 * U;
+        }
         let (f0, f1) = (t * r, (t + 1) * r);
         let mut measured = 0.0_f64;
-        for (j, &wj) in w.iter().enumerate().skip(1) {
+        for (j, &wj) in self.w.iter().enumerate().skip(1) {
             let chord = (1.0 - wj) * u[f0] + wj * u[f1];
             let rise = chord - l[f0 + j] + 4.0 * U * (u[f0] + u[f1]);
             measured = measured.max(rise);
         }
-        let worst = (f0..f1).map(&tri).fold(0.0_f64, f64::max);
-        *g = (rounding::up(measured + worst, 4.0 * U)).min(rounding::sub_up(u[f0], l[f1]));
+        let worst = (f0..f1).map(|f| self.tri(f)).fold(0.0_f64, f64::max);
+        (rounding::up(measured + worst, 4.0 * U)).min(rounding::sub_up(u[f0], l[f1]))
     }
-    gap[0] = rounding::up(u[r] + (i_lo as f64 * h).exp_m1(), 8.0 * U).max(0.0) + 4.0 * U;
-    let rel = |x: f64| rounding::sub_down(x, inf_lower);
-    let mut v = vec![0.0; k + 1];
-    v[0] = rounding::sub_down(rel(1.0), gap[0]);
-    for t in 1..k {
-        v[t] = rounding::sub_down(rel(l[t * r]), gap[t - 1].max(gap[t]));
+
+    /// The value of node t (1 ≤ t ≤ k), relative to `inf_lower`: lowered by the larger gap of its
+    /// two chords, and at most 0 at the top node.
+    fn value(&self, t: usize) -> f64 {
+        let Readings {
+            k, r, l, inf_lower, ..
+        } = self.readings;
+        let own = rounding::sub_down(l[t * r], inf_lower);
+        if t == k {
+            return rounding::sub_down(own, self.gap(k - 1)).min(0.0);
+        }
+        rounding::sub_down(own, self.gap(t - 1).max(self.gap(t)))
     }
-    v[k] = rounding::sub_down(rel(l[k * r]), gap[k - 1]).min(0.0);
-    v
 }
 
 /// The lower PMF whose profile has node values `v` (relative to `inf_lower`; soundness notes 3
