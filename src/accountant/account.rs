@@ -71,16 +71,8 @@ impl AccountRequest {
         }
         if let Some((x, p)) = f.optional("group_size") {
             let k = json::integer(x, &p, 1)?;
-            if k > super::params::MAX_GROUP_SIZE {
-                return Err(InputError::new(
-                    &p,
-                    format!(
-                        "must be a whole number in [1, {}], got {k}",
-                        super::params::MAX_GROUP_SIZE
-                    ),
-                ));
-            }
-            options.group_size = Some(k);
+            options.group_size =
+                Some(super::params::group_size(k).map_err(|r| InputError::new(&p, r))?);
         }
         f.finish()?;
         Ok(AccountRequest {

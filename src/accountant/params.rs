@@ -113,12 +113,23 @@ pub struct ReportOptions {
     pub delta_slack: DeltaSlack,
     /// Grid step h of the numerical engine (ignored by analytic compositions).
     pub grid_step: GridStep,
-    /// Also report what the guarantee gives a group of this many records (2 ..= [`MAX_GROUP_SIZE`]).
+    /// Also report what the guarantee gives a group of this many records ([`group_size`]).
     pub group_size: Option<u64>,
 }
 
 /// Largest group size reported on (beyond it every figure is vacuous for any useful budget).
 pub const MAX_GROUP_SIZE: u64 = 10_000;
+
+/// A group size: a whole number in [1, [`MAX_GROUP_SIZE`]].
+pub fn group_size(k: u64) -> Result<u64, String> {
+    if (1..=MAX_GROUP_SIZE).contains(&k) {
+        Ok(k)
+    } else {
+        Err(format!(
+            "must be a whole number in [1, {MAX_GROUP_SIZE}], got {k}"
+        ))
+    }
+}
 
 /// Validated defaults (the constants are in range).
 fn all<T>(xs: &[f64], new: fn(f64) -> Result<T, String>) -> Vec<T> {

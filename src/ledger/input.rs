@@ -709,16 +709,15 @@ pub fn report_query(q: &HashMap<String, String>) -> Result<ReportOptions, InputE
     }
     if let Some(k) = q.get("group_size") {
         let max = crate::accountant::params::MAX_GROUP_SIZE;
+        let k = k.parse::<u64>().map_err(|_| {
+            query_error(
+                "query.group_size".into(),
+                format!("must be a whole number in [1, {max}], got {k:?}"),
+            )
+        })?;
         o.group_size = Some(
-            k.parse::<u64>()
-                .ok()
-                .filter(|n| (1..=max).contains(n))
-                .ok_or_else(|| {
-                    query_error(
-                        "query.group_size".into(),
-                        format!("must be a whole number in [1, {max}]"),
-                    )
-                })?,
+            crate::accountant::params::group_size(k)
+                .map_err(|r| query_error("query.group_size".into(), r))?,
         );
     }
     Ok(o)
