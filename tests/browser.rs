@@ -190,21 +190,23 @@ async fn fit(c: &Client, width: u32, min: u32) {
         .unwrap();
 }
 
-/// The text of the first element matching `css`. The dashboard re-renders parts of the page as
-/// data arrives, so an element found may be replaced before its text is read (WebDriver's "stale
-/// element reference", seen once in CI): the lookup is retried then, a few times.
+/// The text of the first element matching `css`. The dashboard loads and re-renders parts of the
+/// page as data arrives, so the element may not be there yet (a form submission's next page, seen
+/// in CI as "no such element") or may be replaced between finding it and reading it ("stale element
+/// reference", also seen in CI): both are retried for up to 5 s.
 async fn text(c: &Client, css: &str) -> String {
-    let mut last = None;
-    for _ in 0..10 {
-        match c.find(Locator::Css(css)).await.unwrap().text().await {
-            Ok(t) => return t,
-            Err(e) => {
-                last = Some(e);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+    let mut last = String::new();
+    for _ in 0..50 {
+        match c.find(Locator::Css(css)).await {
+            Ok(el) => match el.text().await {
+                Ok(t) => return t,
+                Err(e) => last = format!("{e:?}"),
+            },
+            Err(e) => last = format!("{e:?}"),
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("reading {css}: {:?}", last.expect("at least one attempt"))
+    panic!("reading {css}: {last}")
 }
 
 /// Types `event` into the preview form, sends it and returns the verdict's text.
