@@ -90,6 +90,9 @@ pub fn two_sum(a: f64, b: f64) -> (f64, f64) {
 /// multiple of 2⁻¹⁰⁷⁴ or coarser).
 const RESIDUAL_EXACT_ABOVE: f64 = f64::from_bits(((1023 - 968) as u64) << 52); // 2⁻⁹⁶⁸
 
+/// Below this magnitude a quotient's remainder may underflow (2⁻⁵⁰⁰).
+const QUOTIENT_EXACT_ABOVE: f64 = f64::from_bits(((1023 - 500) as u64) << 52);
+
 /// Whether a finite sum overflowed; returns the directed result if so.
 fn overflowed(s: f64, a: f64, b: f64, up: bool) -> Option<f64> {
     if s.is_finite() {
@@ -152,8 +155,26 @@ fn ldexp_dir(x: f64, n: i32, up: bool) -> f64 {
 }
 
 /// `a·b` rounded toward +∞ (`up`) or −∞.
+#[inline]
 fn mul_dir(a: f64, b: f64, up: bool) -> f64 {
     let p = a * b;
+    // The common case first: a finite product at or above 2⁻⁹⁶⁸, whose fused multiply-add
+    // residual is exact (the branches below change nothing there).
+    if (RESIDUAL_EXACT_ABOVE..f64::INFINITY).contains(&p.abs()) {
+        let e = a.mul_add(b, -p);
+        return if up && e > 0.0 {
+            p.next_up()
+        } else if !up && e < 0.0 {
+            p.next_down()
+        } else {
+            p
+        };
+    }
+    mul_dir_rare(a, b, p, up)
+}
+
+/// [`mul_dir`] for a zero, non-finite or tiny product `p = fl(a·b)`.
+fn mul_dir_rare(a: f64, b: f64, p: f64, up: bool) -> f64 {
     if a == 0.0 || b == 0.0 || p.is_nan() {
         return p;
     }
@@ -196,15 +217,38 @@ pub fn mul_down(a: f64, b: f64) -> f64 {
 }
 
 /// `a/b` rounded toward +∞ (`up`) or −∞; `b` must be nonzero.
+#[inline]
 fn div_dir(a: f64, b: f64, up: bool) -> f64 {
     let q = a / b;
+    // The common case first: a finite quotient ≥ 2⁻⁵⁰⁰ of a dividend ≥ 2⁻⁹⁶⁸ and a finite
+    // divisor, whose remainder is exact (the branches below change nothing there).
+    if (QUOTIENT_EXACT_ABOVE..f64::INFINITY).contains(&q.abs())
+        && a.abs() >= RESIDUAL_EXACT_ABOVE
+        && b.is_finite()
+    {
+        // r = a − q·b exactly; the exact quotient is above q iff r/b > 0.
+        let r = -(q.mul_add(b, -a));
+        let above = (r > 0.0) == (b > 0.0) && r != 0.0;
+        return if up && above {
+            q.next_up()
+        } else if !up && r != 0.0 && !above {
+            q.next_down()
+        } else {
+            q
+        };
+    }
+    div_dir_rare(a, b, q, up)
+}
+
+/// [`div_dir`] outside its common case, with `q = fl(a/b)`.
+fn div_dir_rare(a: f64, b: f64, q: f64, up: bool) -> f64 {
     if a == 0.0 || q.is_nan() || b.is_infinite() {
         return q; // exact (callers never divide by an infinity)
     }
     if let Some(r) = overflowed(q, a, 1.0, up) {
         return r;
     }
-    if q.abs() < 2f64.powi(-500) {
+    if q.abs() < QUOTIENT_EXACT_ABOVE {
         // A tiny quotient (its remainder may underflow): scale the dividend up by 2⁴⁰⁰ (no overflow:
         // |a| < 2⁻⁵⁰⁰·|b| ≤ 2⁵²⁴) and the directed quotient back down.
         return ldexp_dir(div_dir(ldexp(a, 400), b, up), -400, up);
@@ -626,6 +670,96 @@ mod tests {
         assert_eq!(mul_up(1e-200, 1e-200), TINY);
         assert_eq!(mul_down(1e-200, 1e-200), 0.0);
         assert_eq!(div_up(1.0, 1e-310), f64::INFINITY);
+    }
+
+    /// A finite nonzero double as (sign, m, e) with |x| = m·2ᵉ exactly (m an integer < 2⁵³).
+    fn parts(x: f64) -> (bool, u128, i32) {
+        let b = x.to_bits();
+        let exp = ((b >> 52) & 0x7ff) as i32;
+        let frac = (b & ((1u64 << 52) - 1)) as u128;
+        let (m, e) = if exp == 0 {
+            (frac, -1074)
+        } else {
+            (frac | (1u128 << 52), exp - 1075)
+        };
+        (x < 0.0, m, e)
+    }
+
+    /// The sign of m₁·2^e₁ − m₂·2^e₂ (non-negative integers), exactly.
+    fn cmp_scaled(m1: u128, e1: i32, m2: u128, e2: i32) -> std::cmp::Ordering {
+        if m1 == 0 || m2 == 0 {
+            return m1.cmp(&m2);
+        }
+        // Align to the smaller exponent; a shift that would overflow settles the order by size.
+        let bits = |m: u128| 128 - m.leading_zeros() as i32;
+        let (d1, d2) = (e1 - e1.min(e2), e2 - e1.min(e2));
+        if bits(m1) + d1 > 127 || bits(m2) + d2 > 127 {
+            return (bits(m1) + d1).cmp(&(bits(m2) + d2));
+        }
+        (m1 << d1).cmp(&(m2 << d2))
+    }
+
+    /// Whether the double `r` is on the asked side of the exact product or quotient (sign handled
+    /// by the caller: both operands positive here) and no further than one ulp from it.
+    fn directed_ok(r: f64, exact_cmp: impl Fn(f64) -> std::cmp::Ordering, up: bool) -> bool {
+        use std::cmp::Ordering::*;
+        if up {
+            exact_cmp(r) != Less && (r == 0.0 || exact_cmp(r.next_down()) == Less)
+        } else {
+            exact_cmp(r) != Greater && exact_cmp(r.next_up()) == Greater
+        }
+    }
+
+    #[test]
+    fn directed_products_and_quotients_match_exact_integer_arithmetic() {
+        // An independent oracle: |a|·|b| and |a|/|b| compared with the result exactly, as integer
+        // mantissas times powers of two. Operands span the whole exponent range, so the common path
+        // and every rare one (tiny, subnormal, huge) are exercised.
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let draw = |next: &mut dyn FnMut() -> u64| {
+            let bits = next();
+            let exp = 1 + (bits >> 11) % 2046; // normal doubles, every exponent
+            let frac = next() & ((1u64 << 52) - 1);
+            f64::from_bits((exp << 52) | frac)
+        };
+        for _ in 0..200_000 {
+            let a = draw(&mut next);
+            let b = draw(&mut next);
+            let (_, ma, ea) = parts(a);
+            let (_, mb, eb) = parts(b);
+            for up in [true, false] {
+                let p = mul_dir(a, b, up);
+                if p.is_finite() && p != f64::MAX {
+                    // r compared with ma·mb·2^(ea+eb).
+                    let cmp_p = |r: f64| {
+                        if r == 0.0 {
+                            return std::cmp::Ordering::Less;
+                        }
+                        let (_, mr, er) = parts(r);
+                        cmp_scaled(mr, er, ma * mb, ea + eb)
+                    };
+                    assert!(directed_ok(p, cmp_p, up), "{a:e}·{b:e} up={up}: {p:e}");
+                }
+                let q = div_dir(a, b, up);
+                if q.is_finite() && q != f64::MAX {
+                    // r compared with a/b: r·b against a.
+                    let cmp_q = |r: f64| {
+                        if r == 0.0 {
+                            return std::cmp::Ordering::Less;
+                        }
+                        let (_, mr, er) = parts(r);
+                        cmp_scaled(mr * mb, er + eb, ma, ea)
+                    };
+                    assert!(directed_ok(q, cmp_q, up), "{a:e}/{b:e} up={up}: {q:e}");
+                }
+            }
+        }
     }
 
     #[test]
