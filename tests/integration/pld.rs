@@ -769,6 +769,14 @@ fn a_composed_gaussian_pld_is_bracketed_tightly_by_the_closed_form() {
         "μ [{lo}, {hi}]"
     );
     assert!(lo >= hi * (1.0 - 1e-3), "μ [{lo}, {hi}]");
+    // TPR at an FPR: never below the exact 1 − G_2(α), and the upper end of 1 − β's bracket.
+    for &a in &[1e-6, 1e-3, 0.1, 0.5] {
+        let tpr = g.tpr(a);
+        let exact = gdp::tpr(mu, a);
+        assert!(tpr >= exact * (1.0 - 1e-12), "TPR({a}) = {tpr} < {exact}");
+        assert!(tpr <= exact + 1e-3, "TPR({a}) = {tpr} vs {exact}");
+        assert!(tpr >= 1.0 - g.beta_bounds(a).0, "TPR({a})");
+    }
 }
 
 /// The MNIST DP-SGD case (q = 256/60000, σ = 1.1, 14 100 steps, add/remove, h = 1e-4):

@@ -394,6 +394,12 @@ impl Guarantee for PldGuarantee {
         (lo, self.curve_upper(alpha).max(lo))
     }
 
+    /// 1 − f(FPR) from the sound (lower) curve alone, rounded up: the default's value without
+    /// building the curve's upper end, which it discards.
+    fn tpr(&self, fpr: f64) -> f64 {
+        rounding::prob_up(1.0 - self.lines.lower_at(fpr), U)
+    }
+
     fn mu(&self, delta_slack: f64) -> MuReport {
         let m = self.mu_bracket(delta_slack);
         MuReport {
