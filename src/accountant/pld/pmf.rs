@@ -1131,7 +1131,9 @@ mod round_off_tests {
             let h = 1e-3;
             let hi = |e: f64| gdp::delta_bounds(mu, e).1;
             let span = 12.0 * mu + 0.01;
-            let p = super::super::ctd::discretise(h, -span, span, hi, 0.0, 0.0, None).unwrap();
+            let p = super::super::ctd::discretise(h, -span, span, hi, 0.0, 0.0, None)
+                .unwrap()
+                .0;
             let f = p.self_compose(n).unwrap();
             let mut acc = None::<(Vec<f64>, i64)>;
             let (mut base, mut base_lo) = (p.mass.clone(), p.lo);

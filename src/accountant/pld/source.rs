@@ -161,8 +161,13 @@ impl Source {
     /// widened by its relative error bound (the identity for ε < 0 is formed with plain rounding).
     fn full_delta_up(&self, remove: bool) -> impl Fn(f64) -> f64 + '_ {
         let f = self.full_delta(remove);
-        let rel = self.rel_err + rounding::LIBM_REL;
-        move |e: f64| rounding::prob_up(f(e), rel)
+        move |e: f64| self.delta_up_of(f(e))
+    }
+
+    /// A value of [`Source::full_delta`] widened by the sources' relative error and the library's,
+    /// rounded up: what [`Source::full_delta_up`] returns.
+    fn delta_up_of(&self, d: f64) -> f64 {
+        rounding::prob_up(d, self.rel_err + rounding::LIBM_REL)
     }
 
     /// A certified lower bound on δ for every real ε of the given ordering, when both orderings have
@@ -211,12 +216,12 @@ impl Source {
     /// outcome is the negative of its loss in the other ordering); one unit of margin covers the
     /// region where the other ordering's δ is already below CTD_TAIL (mass there ≤
     /// e^{−t}·CTD_TAIL/(1 − e^{−1})).
-    fn per_ordering(
+    fn per_ordering<T: Send>(
         &self,
         top_rem: f64,
         top_add: f64,
-        one: impl Fn(bool, f64, f64, &Side) -> Result<super::Pmf, PldError> + Sync,
-    ) -> Result<(super::Pmf, Option<super::Pmf>), PldError> {
+        one: impl Fn(bool, f64, f64, &Side) -> Result<T, PldError> + Sync,
+    ) -> Result<(T, Option<T>), PldError> {
         let margin = |s: &Side| if s.max_loss.is_some() { 0.0 } else { 1.0 };
         let rem = || {
             one(
@@ -254,6 +259,12 @@ impl Source {
                 side.max_loss.map(|_| side.inf + side.extra),
             )
         })?;
+        // What the upper discretisation read of δ, as the lower one's upper bound reads it.
+        let (rem, mut read_rem) = rem;
+        let (add, mut read_add) = add.unzip();
+        for r in std::iter::once(&mut read_rem).chain(read_add.as_mut()) {
+            r.values.iter_mut().for_each(|v| *v = self.delta_up_of(*v));
+        }
         let fix = |mut p: super::Pmf| {
             p.abs_err += self.abs_err;
             if self.abs_err > 0.0 {
@@ -264,9 +275,9 @@ impl Source {
             p.moved_up += self.moved;
             p
         };
-        let refine =
-            super::ctd::lower_refine(&[&rem].into_iter().chain(add.as_ref()).collect::<Vec<_>>());
-        let lower = self.discretise_lower(h, top_rem, top_add, refine)?;
+        let refine = super::ctd::lower_refines(&rem, add.as_ref());
+        let lower =
+            self.discretise_lower(h, top_rem, top_add, refine, (&read_rem, read_add.as_ref()))?;
         Ok(Pld {
             remove: fix(rem),
             add: add.map(fix),
@@ -283,7 +294,8 @@ impl Source {
         h: f64,
         top_rem: f64,
         top_add: f64,
-        refine: usize,
+        (refine_rem, refine_add): (usize, usize),
+        (read_rem, read_add): (&super::ctd::GridReadings, Option<&super::ctd::GridReadings>),
     ) -> Result<Option<Pld>, PldError> {
         if self.steps > 0 || self.abs_err > 0.0 || self.moved > 0.0 {
             return Ok(None);
@@ -302,7 +314,10 @@ impl Source {
                 if remove { &lo_rem } else { &lo_add },
                 // The mechanism's own +∞ mass, rounded down (it may be a product such as q·p∞).
                 rounding::prob_down(side.inf, 4.0 * U),
-                refine,
+                super::ctd::ReadPlan {
+                    refine: if remove { refine_rem } else { refine_add },
+                    known_upper: if remove { Some(read_rem) } else { read_add },
+                },
             )
         })?;
         Ok(Some(Pld {
