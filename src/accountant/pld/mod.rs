@@ -150,45 +150,93 @@ impl Pld {
     /// composed too when either side carries them (a side without them lends its upper PMFs, whose
     /// `steps` then shift the result's lower bound).
     pub fn compose(&self, other: &Pld) -> Result<Pld, PldError> {
-        let mut out = self.compose_pmfs(other)?;
-        if self.lower.is_some() || other.lower.is_some() {
-            let low = self.lower_view().compose_pmfs(other.lower_view())?;
-            out.lower = Some(Box::new(low));
+        let lower = (self.lower.is_some() || other.lower.is_some())
+            .then(|| (self.lower_view(), other.lower_view()));
+        // One FFT length for every pair composed where their lengths allow (as in
+        // [`Pld::self_compose`]).
+        let mut upper_lens = self.compose_lens(other);
+        let mut lower_lens = lower.map(|(a, b)| a.compose_lens(b));
+        let all = upper_lens
+            .iter_mut()
+            .chain(lower_lens.iter_mut().flatten())
+            .collect();
+        if !share_len(all) {
+            share_len(upper_lens.iter_mut().collect());
+            if let Some(l) = lower_lens.as_mut() {
+                share_len(l.iter_mut().collect());
+            }
+        }
+        let mut out = self.compose_pmfs(other, upper_lens)?;
+        if let (Some((a, b)), Some(lens)) = (lower, lower_lens) {
+            out.lower = Some(Box::new(a.compose_pmfs(b, lens)?));
         }
         Ok(out)
+    }
+
+    /// The FFT lengths of composing each ordering with `other`'s (`None` where a convolution is
+    /// direct, and for the add ordering when both pairs are symmetric).
+    fn compose_lens(&self, other: &Pld) -> [Option<usize>; 2] {
+        if self.is_symmetric() && other.is_symmetric() {
+            [self.remove.compose_len(&other.remove), None]
+        } else {
+            [
+                self.remove.compose_len(&other.remove),
+                self.add_pmf().compose_len(other.add_pmf()),
+            ]
+        }
     }
 
     /// The n-fold composition with itself (lower PMFs too, when carried).
     pub fn self_compose(&self, n: u64) -> Result<Pld, PldError> {
-        let mut out = self.self_compose_pmfs(n)?;
-        if let Some(low) = &self.lower {
-            out.lower = Some(Box::new(low.self_compose_pmfs(n)?));
+        let mut upper = self.self_compose_windows(n);
+        let mut lower = self.lower.as_ref().map(|l| l.self_compose_windows(n));
+        // One FFT length for every PMF (both orderings, upper and lower) where their windows allow
+        // it, else one per pair of orderings: building a length's plans costs about as much as a
+        // transform of that length, and a longer circular window only aliases less.
+        let all = upper.iter_mut().chain(lower.iter_mut().flatten()).collect();
+        if !share_fft_len(all) {
+            share_fft_len(upper.iter_mut().collect());
+            if let Some(l) = lower.as_mut() {
+                share_fft_len(l.iter_mut().collect());
+            }
+        }
+        let mut out = self.self_compose_pmfs(n, upper)?;
+        if let (Some(low), Some(w)) = (&self.lower, lower) {
+            out.lower = Some(Box::new(low.self_compose_pmfs(n, w)?));
         }
         Ok(out)
     }
 
-    /// [`Pld::compose`] of these PMFs only (the lower parts are ignored).
-    fn compose_pmfs(&self, other: &Pld) -> Result<Pld, PldError> {
-        if self.is_symmetric() && other.is_symmetric() {
-            if let Some(n) = self.remove.compose_len(&other.remove) {
-                pmf::prepare_plans(n);
+    /// The self-composition windows of (remove, add); the add one is `None` for a symmetric pair.
+    fn self_compose_windows(&self, n: u64) -> [Option<pmf::Window>; 2] {
+        match &self.add {
+            None => [self.remove.self_compose_window(n), None],
+            Some(a) => {
+                let (r, a) = both(
+                    || self.remove.self_compose_window(n),
+                    || a.self_compose_window(n),
+                );
+                [r, a]
             }
+        }
+    }
+
+    /// [`Pld::compose`] of these PMFs only (the lower parts are ignored), with the FFT lengths of
+    /// [`Pld::compose_lens`] (possibly raised).
+    fn compose_pmfs(&self, other: &Pld, [lr, la]: [Option<usize>; 2]) -> Result<Pld, PldError> {
+        for l in [lr, la].into_iter().flatten() {
+            pmf::prepare_plans(l);
+        }
+        if self.is_symmetric() && other.is_symmetric() {
             return Ok(Pld {
-                remove: self.remove.compose(&other.remove)?,
+                remove: self.remove.compose_at(&other.remove, lr)?,
                 add: None,
                 lower: None,
             });
         }
-        let len = pmf::shared_len(
-            self.remove.compose_len(&other.remove),
-            self.add_pmf().compose_len(other.add_pmf()),
-        );
-        if let Some(n) = len {
-            pmf::prepare_plans(n);
-        }
         let (remove, add) = both(
-            || self.remove.compose_at(&other.remove, len),
-            || self.add_pmf().compose_at(other.add_pmf(), len),
+            || self.remove.compose_at(&other.remove, lr),
+            || self.add_pmf().compose_at(other.add_pmf(), la),
         );
         Ok(Pld {
             remove: remove?,
@@ -197,30 +245,23 @@ impl Pld {
         })
     }
 
-    /// [`Pld::self_compose`] of these PMFs only.
-    fn self_compose_pmfs(&self, n: u64) -> Result<Pld, PldError> {
+    /// [`Pld::self_compose`] of these PMFs only, with the windows of
+    /// [`Pld::self_compose_windows`] (their lengths possibly raised).
+    fn self_compose_pmfs(
+        &self,
+        n: u64,
+        [wr, wa]: [Option<pmf::Window>; 2],
+    ) -> Result<Pld, PldError> {
+        for l in [wr, wa].into_iter().flatten().map(|w| w.fft_len) {
+            pmf::prepare_plans(l);
+        }
         match &self.add {
-            None => {
-                let window = self.remove.self_compose_window(n);
-                if let Some(w) = window {
-                    pmf::prepare_plans(w.fft_len);
-                }
-                Ok(Pld {
-                    remove: self.remove.self_compose_at(n, window)?,
-                    add: None,
-                    lower: None,
-                })
-            }
+            None => Ok(Pld {
+                remove: self.remove.self_compose_at(n, wr)?,
+                add: None,
+                lower: None,
+            }),
             Some(a) => {
-                let (mut wr, mut wa) = both(
-                    || self.remove.self_compose_window(n),
-                    || a.self_compose_window(n),
-                );
-                let len = pmf::shared_len(wr.map(|w| w.fft_len), wa.map(|w| w.fft_len));
-                if let (Some(l), Some(r), Some(a)) = (len, wr.as_mut(), wa.as_mut()) {
-                    (r.fft_len, a.fft_len) = (l, l);
-                    pmf::prepare_plans(l);
-                }
                 let (remove, add) = both(
                     || self.remove.self_compose_at(n, wr),
                     || a.self_compose_at(n, wa),
@@ -273,6 +314,36 @@ impl Pld {
             }
         }
     }
+}
+
+/// Raises every FFT length given to their largest when that is at most 25 % above the smallest
+/// ([`pmf::shared_len`]'s rule), so that one pair of plans serves them all; whether it did (also
+/// when fewer than two are given).
+fn share_len(lens: Vec<&mut Option<usize>>) -> bool {
+    let mut ls: Vec<&mut usize> = lens.into_iter().flatten().collect();
+    let lo = ls.iter().map(|l| **l).min();
+    let hi = ls.iter().map(|l| **l).max();
+    if ls.len() < 2 {
+        return true;
+    }
+    let Some(shared) = pmf::shared_len(lo, hi) else {
+        return false;
+    };
+    for l in &mut ls {
+        **l = shared;
+    }
+    true
+}
+
+/// [`share_len`] for self-composition windows.
+fn share_fft_len(windows: Vec<&mut Option<pmf::Window>>) -> bool {
+    let mut ws: Vec<&mut pmf::Window> = windows.into_iter().flatten().collect();
+    let mut lens: Vec<Option<usize>> = ws.iter().map(|w| Some(w.fft_len)).collect();
+    let shared = share_len(lens.iter_mut().collect());
+    for (w, l) in ws.iter_mut().zip(lens) {
+        w.fft_len = l.expect("kept");
+    }
+    shared
 }
 
 /// Runs the two orderings' work on two threads (they are independent; the machine has ≥ 2 cores).

@@ -125,6 +125,15 @@ pub(crate) struct Source {
     pub moved: f64,
 }
 
+/// What the upper discretisation of one ordering hands the lower one: the reading resolution
+/// ([`super::ctd::lower_refines`]), what it read of δ (as the lower one's upper bound reads it),
+/// and one grid step below its lowest mass.
+struct FromUpper<'a> {
+    refine: usize,
+    readings: &'a super::ctd::GridReadings,
+    lowest: f64,
+}
+
 impl Source {
     fn symmetric(side: Side, rel_err: f64) -> Self {
         Source {
@@ -275,9 +284,21 @@ impl Source {
             p.moved_up += self.moved;
             p
         };
-        let refine = super::ctd::lower_refines(&rem, add.as_ref());
-        let lower =
-            self.discretise_lower(h, top_rem, top_add, refine, (&read_rem, read_add.as_ref()))?;
+        let (refine_rem, refine_add) = super::ctd::lower_refines(&rem, add.as_ref());
+        let from_upper = |p: &super::Pmf, refine, readings| FromUpper {
+            refine,
+            readings,
+            lowest: (p.lo() - 1) as f64 * h,
+        };
+        let lower = self.discretise_lower(
+            h,
+            top_rem,
+            top_add,
+            from_upper(&rem, refine_rem, &read_rem),
+            add.as_ref()
+                .zip(read_add.as_ref())
+                .map(|(a, r)| from_upper(a, refine_add, r)),
+        )?;
         Ok(Pld {
             remove: fix(rem),
             add: add.map(fix),
@@ -286,7 +307,10 @@ impl Source {
     }
 
     /// The lower PMFs ([`super::ctd::discretise_lower`]) on the same loss ranges as
-    /// [`Source::discretise`], when every δ involved has a certified lower bound and the source has
+    /// [`Source::discretise`] (from one grid step below the upper PMF's lowest mass: a lower PMF
+    /// may start anywhere, its first chord runs below 1 − e^ε, and where the upper one holds no
+    /// mass the chain's round-off margins would only leave a stray mass at the bottom, which
+    /// widened the FFT windows of its compositions by half), when every δ involved has a certified lower bound and the source has
     /// no numerical PLD inside; `None` otherwise (the lower bounds then come from the upper PMFs
     /// shifted by steps·h).
     fn discretise_lower(
@@ -294,8 +318,8 @@ impl Source {
         h: f64,
         top_rem: f64,
         top_add: f64,
-        (refine_rem, refine_add): (usize, usize),
-        (read_rem, read_add): (&super::ctd::GridReadings, Option<&super::ctd::GridReadings>),
+        rem: FromUpper<'_>,
+        add: Option<FromUpper<'_>>,
     ) -> Result<Option<Pld>, PldError> {
         if self.steps > 0 || self.abs_err > 0.0 || self.moved > 0.0 {
             return Ok(None);
@@ -306,17 +330,22 @@ impl Source {
             return Ok(None);
         };
         let (rem, add) = self.per_ordering(top_rem, top_add, |remove, lo, hi, side| {
+            let up = if remove {
+                &rem
+            } else {
+                add.as_ref().unwrap_or(&rem)
+            };
             super::ctd::discretise_lower(
                 h,
-                lo,
+                lo.max(up.lowest).min(hi),
                 hi,
                 self.full_delta_up(remove),
                 if remove { &lo_rem } else { &lo_add },
                 // The mechanism's own +∞ mass, rounded down (it may be a product such as q·p∞).
                 rounding::prob_down(side.inf, 4.0 * U),
                 super::ctd::ReadPlan {
-                    refine: if remove { refine_rem } else { refine_add },
-                    known_upper: if remove { Some(read_rem) } else { read_add },
+                    refine: up.refine,
+                    known_upper: Some(up.readings),
                 },
             )
         })?;
