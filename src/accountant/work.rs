@@ -82,6 +82,18 @@ pub fn run<T>(work: Arc<Work>, f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// `f`, made to run on another thread under this thread's limits: a computation's helper threads
+/// (one per ordering, or per part of a grid) stop when it does. Without this a helper thread ran
+/// outside [`run`] and its checks observed shutdown only, so an abandoned or late request's second
+/// ordering ran on to its end.
+pub(crate) fn carried<T>(f: impl FnOnce() -> T) -> impl FnOnce() -> T {
+    let work = CURRENT.with(|c| c.borrow().clone());
+    move || match work {
+        Some(w) => run(w, f),
+        None => f(),
+    }
+}
+
 /// Stops every computation (at its next check) and refuses new ones: the process is shutting down.
 pub fn stop_all() {
     STOPPING.store(true, Ordering::Relaxed);
@@ -118,5 +130,17 @@ mod tests {
         let late = Work::new(Duration::from_millis(0));
         std::thread::sleep(Duration::from_millis(2));
         assert_eq!(run(late, check), Err(Stopped::Deadline(0)));
+    }
+
+    /// A helper thread of a cancelled computation sees the cancellation (the engine's second
+    /// ordering runs on one, through `pld::both`).
+    #[test]
+    fn helper_threads_carry_the_computation_s_limits() {
+        let w = Work::new(Duration::from_secs(60));
+        w.cancel();
+        let (a, b) = run(w, || crate::accountant::pld::both(check, check));
+        assert_eq!((a, b), (Err(Stopped::Cancelled), Err(Stopped::Cancelled)));
+        // And none outside a computation.
+        assert_eq!(crate::accountant::pld::both(check, check), (Ok(()), Ok(())));
     }
 }

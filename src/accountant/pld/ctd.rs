@@ -692,11 +692,11 @@ fn evaluate(out: &mut [f64], f: impl Fn(usize) -> f64 + Sync) {
     std::thread::scope(|s| {
         for (c, part) in out.chunks_mut(chunk).enumerate() {
             let f = &f;
-            s.spawn(move || {
+            s.spawn(crate::accountant::work::carried(move || {
                 for (j, v) in part.iter_mut().enumerate() {
                     *v = f(c * chunk + j);
                 }
-            });
+            }));
         }
     });
 }

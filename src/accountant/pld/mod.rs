@@ -346,13 +346,14 @@ fn share_fft_len(windows: Vec<&mut Option<pmf::Window>>) -> bool {
     shared
 }
 
-/// Runs the two orderings' work on two threads (they are independent; the machine has ≥ 2 cores).
+/// Runs the two orderings' work on two threads (they are independent; the machine has ≥ 2 cores),
+/// the second under the same limits as the first ([`crate::accountant::work::carried`]).
 pub(crate) fn both<A: Send, B: Send>(
     a: impl FnOnce() -> A + Send,
     b: impl FnOnce() -> B + Send,
 ) -> (A, B) {
     std::thread::scope(|s| {
-        let hb = s.spawn(b);
+        let hb = s.spawn(crate::accountant::work::carried(b));
         let ra = a();
         (
             ra,
