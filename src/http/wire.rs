@@ -217,7 +217,7 @@ pub struct CertificateRequestWire {
     #[schema(minimum = 1e-6, maximum = 0.1)]
     pub grid_step: Option<f64>,
     /// δᵢ values, each in [0, 1) (at most 1000); default: 0 and 1, 2, 5 × 10⁻ᵏ for k = 15 … 2.
-    #[schema(value_type = Option<Vec<f64>>, max_items = 1000)]
+    #[schema(value_type = Option<Vec<DeltaBelowOne>>, max_items = 1000)]
     pub deltas: Option<Vec<f64>>,
     /// A budget to choose the balanced point against.
     pub budget: Option<BudgetWire>,
@@ -253,6 +253,23 @@ bounded_number!(
     /// An ε in [0, 1e6].
     EpsilonValue, 0.0, 1e6
 );
+
+/// A δ in [0, 1): a unit certificate's δᵢ (δᵢ = 1 would leave no μᵢ to state).
+pub struct DeltaBelowOne;
+
+impl utoipa::PartialSchema for DeltaBelowOne {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::Number)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Double)))
+            .minimum(Some(0.0))
+            .exclusive_maximum(Some(1.0))
+            .into()
+    }
+}
+
+impl ToSchema for DeltaBelowOne {}
 
 /// `POST /v1/datasets/{id}/calibrate`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -460,6 +460,11 @@ async fn the_spec_and_the_server_agree_where_schemathesis_found_them_apart() {
         s["RunRequest"]["properties"]["steps"]["maximum"],
         privacy_ledger::ledger::input::MAX_RUN_STEPS
     );
+    // A certificate's δᵢ: [0, 1), as the parser takes them (δᵢ = 1 is refused, naming the item).
+    let deltas = &s["CertificateRequest"]["properties"]["deltas"]["items"]["$ref"];
+    assert_eq!(deltas, "#/components/schemas/DeltaBelowOne");
+    assert_eq!(s["DeltaBelowOne"]["minimum"], 0);
+    assert_eq!(s["DeltaBelowOne"]["exclusiveMaximum"], 1);
     assert_eq!(
         s["NeighboringRelation"]["enum"],
         json!(["add_or_remove_one", "replace_one"])
