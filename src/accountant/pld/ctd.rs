@@ -706,6 +706,12 @@ mod tests {
     use super::*;
     use crate::accountant::gdp;
 
+    /// Reading at the default resolution, nothing known in advance.
+    const FRESH: ReadPlan<'static> = ReadPlan {
+        refine: REFINE,
+        known_upper: None,
+    };
+
     #[test]
     fn gaussian_profile_is_reproduced_at_grid_points_and_dominated_between() {
         let mu = 1.0;
@@ -739,19 +745,7 @@ mod tests {
         let (mu, h) = (1.0, 1e-3);
         let lo = |e: f64| gdp::delta_bounds(mu, e).0;
         let hi = |e: f64| gdp::delta_bounds(mu, e).1;
-        let p = discretise_lower(
-            h,
-            -10.0,
-            10.0,
-            hi,
-            lo,
-            0.0,
-            ReadPlan {
-                refine: REFINE,
-                known_upper: None,
-            },
-        )
-        .unwrap();
+        let p = discretise_lower(h, -10.0, 10.0, hi, lo, 0.0, FRESH).unwrap();
         let total: f64 = p.mass.iter().sum();
         assert!(total <= 1.0 && total > 1.0 - 1e-9, "{total}");
         let atoms = p.profile(0.0);
@@ -790,19 +784,7 @@ mod tests {
         };
         let lo = |e: f64| rounding::prob_down(truth(e), 1e-12);
         let hi = |e: f64| rounding::prob_up(truth(e), 1e-12);
-        let p = discretise_lower(
-            h,
-            (1.0 - q).ln(),
-            2.0,
-            hi,
-            lo,
-            0.0,
-            ReadPlan {
-                refine: REFINE,
-                known_upper: None,
-            },
-        )
-        .unwrap();
+        let p = discretise_lower(h, (1.0 - q).ln(), 2.0, hi, lo, 0.0, FRESH).unwrap();
         let masses: f64 = p.mass.iter().sum();
         let q_mass: f64 = (0..p.mass.len())
             .map(|j| p.mass[j] * (-((p.lo + j as i64) as f64 * h)).exp())
@@ -889,19 +871,7 @@ mod tests {
             }
         };
         let hi = |e: f64| gdp::delta_bounds(mu, e).1;
-        let p = discretise_lower(
-            h,
-            -4.0,
-            4.0,
-            hi,
-            lo,
-            0.0,
-            ReadPlan {
-                refine: REFINE,
-                known_upper: None,
-            },
-        )
-        .unwrap();
+        let p = discretise_lower(h, -4.0, 4.0, hi, lo, 0.0, FRESH).unwrap();
         let atoms = p.profile(0.0);
         for k in -5000..=5000 {
             let e = k as f64 * 8e-4 + 1.1e-5;
@@ -929,19 +899,7 @@ mod tests {
             };
             let lo = |e: f64| rounding::prob_down(truth(e), 1e-14);
             let hi = |e: f64| rounding::prob_up(truth(e), 1e-14);
-            let p = discretise_lower(
-                h,
-                -eps0,
-                eps0,
-                hi,
-                lo,
-                0.0,
-                ReadPlan {
-                    refine: REFINE,
-                    known_upper: None,
-                },
-            )
-            .unwrap();
+            let p = discretise_lower(h, -eps0, eps0, hi, lo, 0.0, FRESH).unwrap();
             let atoms = p.profile(0.0);
             for k in 0..=20_000 {
                 let e = -eps0 - 0.01 + (2.0 * eps0 + 0.02) * k as f64 / 20_000.0;

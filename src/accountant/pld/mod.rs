@@ -156,16 +156,10 @@ impl Pld {
         // [`Pld::self_compose`]).
         let mut upper_lens = self.compose_lens(other);
         let mut lower_lens = lower.map(|(a, b)| a.compose_lens(b));
-        let all = upper_lens
-            .iter_mut()
-            .chain(lower_lens.iter_mut().flatten())
-            .collect();
-        if !share_len(all) {
-            share_len(upper_lens.iter_mut().collect());
-            if let Some(l) = lower_lens.as_mut() {
-                share_len(l.iter_mut().collect());
-            }
-        }
+        share_lens(
+            upper_lens.iter_mut().flatten().collect(),
+            lower_lens.iter_mut().flatten().flatten().collect(),
+        );
         let mut out = self.compose_pmfs(other, upper_lens)?;
         if let (Some((a, b)), Some(lens)) = (lower, lower_lens) {
             out.lower = Some(Box::new(a.compose_pmfs(b, lens)?));
@@ -193,13 +187,15 @@ impl Pld {
         // One FFT length for every PMF (both orderings, upper and lower) where their windows allow
         // it, else one per pair of orderings: building a length's plans costs about as much as a
         // transform of that length, and a longer circular window only aliases less.
-        let all = upper.iter_mut().chain(lower.iter_mut().flatten()).collect();
-        if !share_fft_len(all) {
-            share_fft_len(upper.iter_mut().collect());
-            if let Some(l) = lower.as_mut() {
-                share_fft_len(l.iter_mut().collect());
-            }
-        }
+        share_lens(
+            upper.iter_mut().flatten().map(|w| &mut w.fft_len).collect(),
+            lower
+                .iter_mut()
+                .flatten()
+                .flatten()
+                .map(|w| &mut w.fft_len)
+                .collect(),
+        );
         let mut out = self.self_compose_pmfs(n, upper)?;
         if let (Some(low), Some(w)) = (&self.lower, lower) {
             out.lower = Some(Box::new(low.self_compose_pmfs(n, w)?));
@@ -316,34 +312,32 @@ impl Pld {
     }
 }
 
-/// Raises every FFT length given to their largest when that is at most 25 % above the smallest
-/// ([`pmf::shared_len`]'s rule), so that one pair of plans serves them all; whether it did (also
-/// when fewer than two are given).
-fn share_len(lens: Vec<&mut Option<usize>>) -> bool {
-    let mut ls: Vec<&mut usize> = lens.into_iter().flatten().collect();
-    let lo = ls.iter().map(|l| **l).min();
-    let hi = ls.iter().map(|l| **l).max();
-    if ls.len() < 2 {
+/// Raises FFT lengths to one shared length, so that one pair of plans serves them all: every
+/// length of `upper` and `lower` together where [`pmf::shared_len`]'s rule allows (the largest is
+/// at most 25 % above the smallest), else each group's own.
+fn share_lens<'a>(mut upper: Vec<&'a mut usize>, mut lower: Vec<&'a mut usize>) {
+    let all = upper.iter_mut().chain(lower.iter_mut()).map(|l| &mut **l);
+    if !share_len(all.collect()) {
+        share_len(upper);
+        share_len(lower);
+    }
+}
+
+/// Raises every length given to their largest under [`pmf::shared_len`]'s rule; whether it did
+/// (also when fewer than two are given).
+fn share_len(mut lens: Vec<&mut usize>) -> bool {
+    let lo = lens.iter().map(|l| **l).min();
+    let hi = lens.iter().map(|l| **l).max();
+    if lens.len() < 2 {
         return true;
     }
     let Some(shared) = pmf::shared_len(lo, hi) else {
         return false;
     };
-    for l in &mut ls {
+    for l in &mut lens {
         **l = shared;
     }
     true
-}
-
-/// [`share_len`] for self-composition windows.
-fn share_fft_len(windows: Vec<&mut Option<pmf::Window>>) -> bool {
-    let mut ws: Vec<&mut pmf::Window> = windows.into_iter().flatten().collect();
-    let mut lens: Vec<Option<usize>> = ws.iter().map(|w| Some(w.fft_len)).collect();
-    let shared = share_len(lens.iter_mut().collect());
-    for (w, l) in ws.iter_mut().zip(lens) {
-        w.fft_len = l.expect("kept");
-    }
-    shared
 }
 
 /// Runs the two orderings' work on two threads (they are independent; the machine has ≥ 2 cores),

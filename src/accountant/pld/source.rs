@@ -310,9 +310,9 @@ impl Source {
     /// [`Source::discretise`] (from one grid step below the upper PMF's lowest mass: a lower PMF
     /// may start anywhere, its first chord runs below 1 − e^ε, and where the upper one holds no
     /// mass the chain's round-off margins would only leave a stray mass at the bottom, which
-    /// widened the FFT windows of its compositions by half), when every δ involved has a certified lower bound and the source has
-    /// no numerical PLD inside; `None` otherwise (the lower bounds then come from the upper PMFs
-    /// shifted by steps·h).
+    /// widened the FFT windows of its compositions by half), when every δ involved has a certified
+    /// lower bound and the source has no numerical PLD inside; `None` otherwise (the lower bounds
+    /// then come from the upper PMFs shifted by steps·h).
     fn discretise_lower(
         &self,
         h: f64,
