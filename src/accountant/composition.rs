@@ -261,6 +261,7 @@ impl Composition {
                 remove,
                 add: it.next(),
                 lower: None,
+                lattice: None,
             })
         };
         let mut pld = pair(pmfs);

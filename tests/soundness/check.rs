@@ -305,6 +305,16 @@ pub fn assert_sound(req: &Value) {
     );
 }
 
+/// [`assert_sound`] for a request that must be both answered and covered by an oracle (a refusal
+/// or a missing oracle would make [`check`] pass vacuously).
+pub fn assert_sound_against_an_oracle(req: &Value) {
+    if let Err(e) = truth(req) {
+        panic!("request {req} has no oracle: {e}");
+    }
+    report(req);
+    assert_sound(req);
+}
+
 /// The report of a request (panics with the refusal otherwise).
 pub fn report(req: &Value) -> Report {
     match run(req) {

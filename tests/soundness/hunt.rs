@@ -14,6 +14,17 @@ macro_rules! sound {
     };
 }
 
+/// [`sound!`] where the request must be answered and have an oracle.
+macro_rules! sound_against_an_oracle {
+    ($(#[$doc:meta])* $name:ident, $req:expr) => {
+        $(#[$doc])*
+        #[test]
+        fn $name() {
+            crate::check::assert_sound_against_an_oracle(&$req);
+        }
+    };
+}
+
 sound!(
     /// Bug 2's class with an (ε, δ) box: Poisson q = 0.01 under replace-one cannot amplify ε
     /// (true ε(0) = 1 for a (1, 0) box).
@@ -182,4 +193,42 @@ sound!(
     json!({"events": [{"type": "randomized_response", "noise_parameter": 0.5,
                        "num_buckets": 9007199254740992u64}],
            "neighboring_relation": "replace_one", "deltas": [0.0, 1e-6]})
+);
+
+sound_against_an_oracle!(
+    /// Lattice lower PMFs (composed exactly on the lattice, rounded to the grid once): 1000 ×
+    /// binary randomized response, every lower figure against the exact binomial.
+    a_thousand_randomized_responses_keep_their_lower_figures_below_the_truth,
+    json!({"events": [{"type": "self_composed", "count": 1000,
+                       "event": {"type": "randomized_response", "noise_parameter": 0.5, "num_buckets": 2}}],
+           "neighboring_relation": "replace_one", "grid_step": 1e-3,
+           "deltas": [1e-9, 1e-3], "alphas": crate::known_bad::dense_alphas()})
+);
+
+sound_against_an_oracle!(
+    /// The same for 1000 discrete Laplace mechanisms under add/remove.
+    a_thousand_discrete_laplace_mechanisms_keep_their_lower_figures_below_the_truth,
+    json!({"events": [{"type": "self_composed", "count": 1000,
+                       "event": {"type": "discrete_laplace", "noise_parameter": 0.3, "sensitivity": 1}}],
+           "grid_step": 1e-3, "deltas": [1e-9, 1e-3], "alphas": crate::known_bad::dense_alphas()})
+);
+
+sound_against_an_oracle!(
+    /// The same for 40 (ε, δ) boxes with a TV bound (atoms at −ε, 0, ε and +∞; the n-fold +∞
+    /// mass is rounded down for the lower end).
+    forty_tv_boxes_keep_their_lower_figures_below_the_truth,
+    json!({"events": [{"type": "self_composed", "count": 40,
+                       "event": {"type": "epsilon_delta", "epsilon": 0.5, "delta": 1e-6,
+                                 "total_variation": 0.3}}],
+           "neighboring_relation": "replace_one", "grid_step": 1e-3,
+           "deltas": [1e-5, 1e-3], "alphas": crate::known_bad::dense_alphas()})
+);
+
+sound_against_an_oracle!(
+    /// The same for 2 discrete Gaussians of sensitivity 2 (lattice step Δ/(2σ²), indices of one
+    /// parity only), on a grid finer than the step.
+    two_discrete_gaussians_keep_their_lower_figures_below_the_truth,
+    json!({"events": [{"type": "self_composed", "count": 2,
+                       "event": {"type": "discrete_gaussian", "sigma": 1.0, "sensitivity": 2}}],
+           "grid_step": 1e-4, "deltas": [1e-9, 1e-3], "alphas": crate::known_bad::dense_alphas()})
 );

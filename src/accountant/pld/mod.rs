@@ -12,9 +12,11 @@
 //!   supporting lines of the profile with kinks at grid points, so each one's profile is below the
 //!   truth at every ε while P's and Q's total masses are kept, and such profiles compose), with
 //!   every mass floored by a bound on its own round-off.
-//!   Where a component has no lower PMF (atom lists, ρ-zCDP, profiles of inner PLDs) its upper PMF
-//!   stands in, shifted down by one grid step per discretisation (connect-the-dots puts each loss at
-//!   most one step above the truth in the stochastic order); truncated and moved mass are left out.
+//!   Mechanisms whose losses lie on a lattice ([`lattice`]) have theirs from the exact composition
+//!   on the lattice, rounded down to the grid once per self-composed group. Where a component has
+//!   no lower PMF (subsampled atom lists, ρ-zCDP, profiles of inner PLDs) its upper PMF stands in,
+//!   shifted down by one grid step per discretisation (connect-the-dots puts each loss at most one
+//!   step above the truth in the stochastic order); truncated and moved mass are left out.
 //!
 //! The trade-off curve comes from the profile (DRS22 Prop. 5/6: f(α) = sup_ε max{1 − δ(ε) − e^ε α,
 //! e^{−ε}(1 − δ(ε) − α)}), with δ the larger of the two orderings' profiles, which symmetrises
@@ -22,6 +24,7 @@
 //! (Gomez et al., "(ε,δ) considered harmful" eq. (11), generalised to a δ slack).
 
 pub(crate) mod ctd;
+mod lattice;
 mod pmf;
 mod profile;
 pub mod query;
@@ -94,13 +97,20 @@ pub struct Pld {
     /// (the lower's own `lower` is `None`).
     #[serde(default)]
     pub(crate) lower: Option<Box<Pld>>,
+    /// The lattice of a single mechanism whose losses lie on one ([`lattice`]): its n-fold
+    /// self-composition takes its lower PMFs from the exact composition on the lattice, rounded to
+    /// the grid once. `None` after any composition (and in stored states).
+    #[serde(skip)]
+    pub(crate) lattice: Option<std::sync::Arc<lattice::Lattice>>,
 }
 
 impl Pld {
     /// Bytes held (the masses of its PMFs, plus a fixed overhead), for caches bounded by bytes.
     pub fn heap_bytes(&self) -> usize {
         let masses = self.remove.len() + self.add.as_ref().map_or(0, Pmf::len);
-        256 + 8 * masses + self.lower.as_ref().map_or(0, |l| l.heap_bytes())
+        256 + 8 * masses
+            + self.lower.as_ref().map_or(0, |l| l.heap_bytes())
+            + self.lattice.as_ref().map_or(0, |l| l.heap_bytes())
     }
 
     /// The PMFs the lower bounds are read from: the lower PMFs if any, else these (shifted).
@@ -119,6 +129,7 @@ impl Pld {
             remove: Pmf::identity(h),
             add: None,
             lower: None,
+            lattice: None,
         }
     }
 
@@ -128,6 +139,7 @@ impl Pld {
             remove,
             add,
             lower: None,
+            lattice: None,
         }
     }
 
@@ -180,10 +192,18 @@ impl Pld {
         }
     }
 
-    /// The n-fold composition with itself (lower PMFs too, when carried).
+    /// The n-fold composition with itself (lower PMFs too, when carried). A mechanism on a lattice
+    /// takes its lower PMFs from the exact n-fold composition on the lattice, rounded to the grid
+    /// once ([`lattice::Lattice::lower_pld`]), instead of composing its one-copy lower PMFs, each of
+    /// which is a grid step low: the bracket then stays one grid step wide whatever n.
     pub fn self_compose(&self, n: u64) -> Result<Pld, PldError> {
+        let exact_lower = match (&self.lower, &self.lattice) {
+            (Some(_), Some(l)) => l.lower_pld(n, self.remove.h)?,
+            _ => None,
+        };
+        let composed_lower = self.lower.as_ref().filter(|_| exact_lower.is_none());
         let mut upper = self.self_compose_windows(n);
-        let mut lower = self.lower.as_ref().map(|l| l.self_compose_windows(n));
+        let mut lower = composed_lower.map(|l| l.self_compose_windows(n));
         // One FFT length for every PMF (both orderings, upper and lower) where their windows allow
         // it, else one per pair of orderings: building a length's plans costs about as much as a
         // transform of that length, and a longer circular window only aliases less.
@@ -197,8 +217,11 @@ impl Pld {
                 .collect(),
         );
         let mut out = self.self_compose_pmfs(n, upper)?;
-        if let (Some(low), Some(w)) = (&self.lower, lower) {
+        if let (Some(low), Some(w)) = (composed_lower, lower) {
             out.lower = Some(Box::new(low.self_compose_pmfs(n, w)?));
+        }
+        if let Some(low) = exact_lower {
+            out.lower = Some(Box::new(low));
         }
         Ok(out)
     }
@@ -228,6 +251,7 @@ impl Pld {
                 remove: self.remove.compose_at(&other.remove, lr)?,
                 add: None,
                 lower: None,
+                lattice: None,
             });
         }
         let (remove, add) = both(
@@ -238,6 +262,7 @@ impl Pld {
             remove: remove?,
             add: Some(add?),
             lower: None,
+            lattice: None,
         })
     }
 
@@ -256,6 +281,7 @@ impl Pld {
                 remove: self.remove.self_compose_at(n, wr)?,
                 add: None,
                 lower: None,
+                lattice: None,
             }),
             Some(a) => {
                 let (remove, add) = both(
@@ -266,6 +292,7 @@ impl Pld {
                     remove: remove?,
                     add: Some(add?),
                     lower: None,
+                    lattice: None,
                 })
             }
         }

@@ -59,10 +59,16 @@ pub struct Pmf {
 impl Pmf {
     /// The PMF of "no privacy loss": all mass at 0.
     pub fn identity(h: f64) -> Self {
+        Self::exact(h, 0, vec![1.0])
+    }
+
+    /// Masses at grid indices lo, lo + 1, … taken as exact: no mass at +∞, nothing moved, no
+    /// recorded error.
+    pub(crate) fn exact(h: f64, lo: i64, mass: Vec<f64>) -> Self {
         Pmf {
             h,
-            lo: 0,
-            mass: vec![1.0],
+            lo,
+            mass,
             inf: 0.0,
             inf_trunc: 0.0,
             moved_up: 0.0,

@@ -9,6 +9,7 @@
 //! Orderings: "remove" = (M(D ∪ {x}), M(D)), "add" = (M(D), M(D ∪ {x})); under replace-one both are
 //! replace pairs.
 
+use super::lattice::Lattice;
 use super::profile::AtomProfile;
 use super::{Pld, PldError};
 use crate::accountant::epsilon_delta::Neumaier;
@@ -94,7 +95,8 @@ pub(crate) struct Side {
     /// A certified lower bound on the same δ(ε) for ε ≥ 0 (the mass in `extra` left out), when one
     /// is known: then [`Source::discretise`] also builds a lower PMF ([`super::ctd::discretise_lower`]).
     /// `None` for black boxes whose profile is itself a bound (ρ-zCDP), for profiles read off a
-    /// composed PLD, and for atom lists (whose lower bounds then come from the shifted upper PMF).
+    /// composed PLD, and for atom lists (whose lower PMFs come from their lattice when they have
+    /// one, see [`Source::lattice`], else from the shifted upper PMF).
     pub lower: Option<DeltaFn>,
     /// Mass at +∞ that belongs to the mechanism (counted by the lower bound too).
     pub inf: f64,
@@ -123,6 +125,9 @@ pub(crate) struct Source {
     pub steps: u64,
     /// Truncated/moved mass already inside (excluded from the lower bound).
     pub moved: f64,
+    /// Where every finite loss lies on a lattice (atom lists of a single mechanism), that lattice:
+    /// the lower PMFs of its copies come from it ([`super::lattice`]).
+    pub lattice: Option<Arc<Lattice>>,
 }
 
 /// What the upper discretisation of one ordering hands the lower one: the reading resolution
@@ -143,6 +148,7 @@ impl Source {
             abs_err: 0.0,
             steps: 0,
             moved: 0.0,
+            lattice: None,
         }
     }
 
@@ -302,7 +308,15 @@ impl Source {
         Ok(Pld {
             remove: fix(rem),
             add: add.map(fix),
-            lower: lower.map(Box::new),
+            // Atoms on a lattice have no lower profile: one copy's lower PMF is the lattice
+            // rounded down to the grid (and n copies' that of the lattice's n-fold composition,
+            // see `Pld::self_compose`).
+            lower: match (lower, &self.lattice) {
+                (Some(l), _) => Some(Box::new(l)),
+                (None, Some(l)) => l.lower_pld(1, h)?.map(Box::new),
+                (None, None) => None,
+            },
+            lattice: self.lattice.clone(),
         })
     }
 
@@ -353,6 +367,7 @@ impl Source {
             remove: rem,
             add,
             lower: None,
+            lattice: None,
         }))
     }
 
@@ -436,14 +451,15 @@ impl Source {
     }
 
     /// A symmetric mechanism given by its loss atoms (loss, P-mass) under P, plus its own mass at
-    /// +∞ (`inf`) and mass moved to +∞ by cutting a tail (`extra`, an upper bound on that mass).
-    pub(crate) fn atoms(mut atoms: Vec<(f64, f64)>, inf: f64, extra: f64) -> Self {
+    /// +∞ (`inf`) and mass moved to +∞ by cutting a tail (`extra`, an upper bound on that mass);
+    /// `lattice` is the same atoms as lattice points, with certified bounds for the lower PMFs.
+    fn atoms(lattice: Lattice, mut atoms: Vec<(f64, f64)>, inf: f64, extra: f64) -> Self {
         atoms.retain(|a| a.1 > 0.0);
         atoms.sort_by(|a, b| a.0.total_cmp(&b.0));
         let max_loss = Some(atoms.last().map_or(0.0, |a| a.0));
         let prof = Arc::new(AtomProfile::new(atoms, inf + extra));
         let rel = prof.rel_err();
-        Self::symmetric(
+        let mut s = Self::symmetric(
             Side {
                 delta: Arc::new(move |e| rounding::prob_up(prof.delta(e), rel)),
                 lower: None,
@@ -453,7 +469,9 @@ impl Source {
                 whole_line: false,
             },
             0.0,
-        )
+        );
+        s.lattice = Some(Arc::new(lattice));
+        s
     }
 
     /// Discrete Laplace P[x] ∝ e^{−a|x|} vs the same shifted by Δ: L(x) = a(|x−Δ| − |x|) takes the value
@@ -480,7 +498,14 @@ impl Source {
             atoms.push((a * (d - 2.0 * xf), c * (-a * xf).exp()));
         }
         atoms.push((-a * d, c * (-a * d).exp() / tail)); // P(X ≥ Δ)
-        Ok(Self::atoms(atoms, 0.0, 0.0))
+                                                         // Loss index Δ − 2x on the step a (exact: the parameter itself). Masses: tanh, expm1 and
+                                                         // exp each within LIBM_REL, exp's argument a·x rounded (a·Δ·U of the exponent at most),
+                                                         // and a product and a quotient.
+        let s = sens as i64;
+        let points = (0..=s).map(|x| s - 2 * x).zip(atoms.iter().map(|p| p.1));
+        let mass_rel = 8.0 * U + 3.0 * rounding::LIBM_REL + 2.0 * a * d * U;
+        let lattice = Lattice::new(a, 0.0, points.collect(), mass_rel, 0.0);
+        Ok(Self::atoms(lattice, atoms, 0.0, 0.0))
     }
 
     /// Discrete Gaussian P[x] ∝ e^{−x²/(2σ²)} vs the same shifted by Δ: L(x) = (Δ² − 2xΔ)/(2σ²).
@@ -521,7 +546,17 @@ impl Source {
         // exp of a rounded exponent, divided by a rounded 1 − r: 64U covers both (the exponent is
         // < 2^52 in magnitude here, so its own rounding moves the value by < 64U relative).
         let cut = rounding::prob_up(2.0 * log_first.exp() / (1.0 - ratio), 64.0 * U);
-        Ok(Self::atoms(atoms, 0.0, cut.max(f64::MIN_POSITIVE)))
+        // Loss index Δ − 2x on the step Δ/(2σ²) (2σ² and the quotient rounded: 4U). Masses: each
+        // w(x) within 2U of its exponent x²/(2σ²) (at most m) plus LIBM_REL, the normaliser summed
+        // to a few U; and the exact normaliser is at most z + cut ≤ z(1 + cut) (z ≥ 1), so an exact
+        // mass is at least the computed one times 1 − cut − 2ρ.
+        let m = ((kf + d) * (kf + d)) / s2;
+        let rho = 2.0 * U * m + rounding::LIBM_REL + 8.0 * U;
+        let points = ((-k)..=(k + dk))
+            .map(|x| dk - 2 * x)
+            .zip(atoms.iter().map(|p| p.1));
+        let lattice = Lattice::new(d / s2, 4.0 * U, points.collect(), cut + 2.0 * rho, 0.0);
+        Ok(Self::atoms(lattice, atoms, 0.0, cut.max(f64::MIN_POSITIVE)))
     }
 
     /// k-ary randomized response keeping the true bucket with probability 1 − p + p/k (replace-one):
@@ -530,10 +565,20 @@ impl Source {
         let kf = k as f64;
         let c = (kf * (1.0 - p) / p).ln_1p();
         let mut atoms = vec![(c, 1.0 - p + p / kf), (-c, p / kf)];
+        let mut points = vec![(1, atoms[0].1), (-1, atoms[1].1)];
         if k > 2 {
             atoms.push((0.0, (kf - 2.0) * p / kf));
+            points.push((0, atoms[2].1));
         }
-        Self::atoms(atoms, 0.0, 0.0)
+        // c = ln1p(x) with x formed in three roundings (ln1p's relative condition is below 1);
+        // each mass in at most three.
+        let step_rel = 8.0 * U + 2.0 * rounding::LIBM_REL;
+        Self::atoms(
+            Lattice::new(c, step_rel, points, 8.0 * U, 0.0),
+            atoms,
+            0.0,
+            0.0,
+        )
     }
 
     /// An (ε, δ)-DP black box, optionally η-TV: the dominating pair of Ghazi & Issa ("Total variation
@@ -562,8 +607,13 @@ impl Source {
                 (delta, w)
             }
         };
+        // The lattice's masses: w is rounded up, by at most 16U + LIBM_REL above the exact weight,
+        // and a smaller weight moves mass from ±ε to 0, which can only raise the 0 atom; every
+        // other factor is within a few U and LIBM_REL. The step is ε itself.
+        let mass_rel = 32.0 * U + 4.0 * rounding::LIBM_REL;
         if eps == 0.0 || w == 0.0 {
-            return Self::atoms(vec![(0.0, 1.0 - delta)], delta, 0.0);
+            let lattice = Lattice::new(1.0, 0.0, vec![(0, 1.0 - delta)], mass_rel, delta);
+            return Self::atoms(lattice, vec![(0.0, 1.0 - delta)], delta, 0.0);
         }
         // e^ε/(1+e^ε) and 1/(1+e^ε), each formed without cancellation.
         let (up, down) = (1.0 / (1.0 + (-eps).exp()), 1.0 / (1.0 + eps.exp()));
@@ -571,10 +621,13 @@ impl Source {
             (eps, (1.0 - delta) * w * up),
             (-eps, (1.0 - delta) * w * down),
         ];
+        let mut points = vec![(1, atoms[0].1), (-1, atoms[1].1)];
         if w < 1.0 {
             atoms.push((0.0, (1.0 - w) * (1.0 - delta)));
+            points.push((0, atoms[2].1));
         }
-        Self::atoms(atoms, delta, 0.0)
+        let lattice = Lattice::new(eps, 0.0, points, mass_rel, delta);
+        Self::atoms(lattice, atoms, delta, 0.0)
     }
 
     /// Additive noise Poisson-subsampled under replace-one: with probability q the differing record
@@ -682,6 +735,7 @@ impl Source {
             steps: rem.steps.max(p.add.as_ref().map_or(0, |a| a.steps)),
             moved: (rem.moved_up + rem.inf_trunc)
                 .max(p.add.as_ref().map_or(0.0, |a| a.moved_up + a.inf_trunc)),
+            lattice: None,
         }
     }
 
@@ -784,6 +838,7 @@ impl Source {
             abs_err: inner.abs_err,
             steps: inner.steps,
             moved: inner.moved,
+            lattice: None,
         }
     }
 
@@ -824,6 +879,7 @@ impl Source {
             abs_err: self.abs_err,
             steps: self.steps,
             moved: self.moved,
+            lattice: None,
         }
     }
 
@@ -898,6 +954,7 @@ impl Source {
             abs_err: worst(|m| m.abs_err),
             steps: rem.steps.max(add.steps),
             moved: rem.moved_up.max(add.moved_up + add.inf_trunc),
+            lattice: None,
         }
     }
 
@@ -931,6 +988,7 @@ impl Source {
             abs_err: self.abs_err,
             steps: self.steps,
             moved: self.moved,
+            lattice: None,
         }
     }
 }
