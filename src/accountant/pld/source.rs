@@ -715,13 +715,15 @@ impl Source {
             let prof = Arc::new(pmf.profile(0.0));
             let inf_all = pmf.infinity_mass();
             let rel = pmf.rel_err + prof.rel_err();
-            // All of the inner +∞ mass (its own and truncated) is treated as the mechanism's here;
-            // the truncated part is accounted for the lower bound through `moved`.
+            // All of the inner +∞ mass is in δ; only the inner PMF's own is the mechanism's, the
+            // truncated tails are `extra` (as in `poisson_of_pld`), so that a μ refused at a zero
+            // slack says that discretisation, not the mechanism, put it there. The truncated part
+            // is also kept out of the lower bound through `moved`.
             Side {
                 delta: Arc::new(move |e| rounding::prob_up(prof.delta(e) + inf_all, rel)),
                 lower: None,
-                inf: inf_all,
-                extra: 0.0,
+                inf: pmf.inf,
+                extra: pmf.inf_trunc,
                 whole_line: false,
                 max_loss: Some(pmf.max_loss()),
             }
