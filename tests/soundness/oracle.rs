@@ -886,6 +886,10 @@ impl Model {
                         hi: X::Inf,
                     };
                 }
+                // Within the 320-bit rounding of the slack (1e-6 + 1e-300 of two composed boxes
+                // rounds to 1e-6) the oracle cannot tell whether the +∞ mass exceeds it: μ may be
+                // +∞ then, and only its lower end is known.
+                let at_the_slack = slack > 0.0 && inf >= hp::f(slack) * (hp::one() - hp::f(1e-60));
                 let c = curve.get_or_init(|| pairs::symmetric_curve(rem, add));
                 let slop = hp::max(&rem.slop, &add.slop);
                 // A truncated infinite support (discrete Gaussian) leaves out vertices of the
@@ -895,7 +899,7 @@ impl Model {
                     Some(m) => X::Fin(m * hp::f(1.0 - REL_TOL)),
                     None => X::Inf,
                 };
-                let hi = if !*exact {
+                let hi = if !*exact || at_the_slack {
                     X::Inf
                 } else if hp::is_zero(&slop) {
                     match &lo {

@@ -423,8 +423,15 @@ pub fn isf_rough(p: &F) -> f64 {
 pub fn mu_of_curve(vertices: &[(F, F)], slack: f64) -> Option<F> {
     let k = hp::one() - hp::f(slack);
     let mut cand = Vec::new();
+    // A vertex (0, 1 − r) or (1 − r, 0) with r at the scale of the 320-bit rounding (the atoms' sum
+    // is 1 − 2⁻³²⁰ or so, not 1) is the curve's end, not mass at +∞: callers decide that from the
+    // atoms (`Model::mu`). Treating it as +∞ mass made μ = +∞ for every atom curve at slack 0.
+    let end = &k * &(hp::one() - hp::f(1e-60));
     for (a, b) in vertices {
         if *a >= k || *b >= k {
+            continue;
+        }
+        if (hp::is_zero(a) && *b >= end) || (hp::is_zero(b) && *a >= end) {
             continue;
         }
         if hp::is_zero(a) || hp::is_zero(b) {
