@@ -190,6 +190,26 @@ async fn fit(c: &Client, width: u32, min: u32) {
         .unwrap();
 }
 
+/// Waits (up to 10 s) until the page's query contains `part`: after a filter form's submit, the
+/// page before it still matches the selectors the test then waits for (a CI run on 2026-11-27
+/// counted the unfiltered table's 5 rows).
+async fn until_query(c: &Client, part: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !c
+        .current_url()
+        .await
+        .unwrap()
+        .query()
+        .is_some_and(|q| q.contains(part))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no page with {part} in its query"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The text of the first element matching `css`. The dashboard loads and re-renders parts of the
 /// page as data arrives, so the element may not be there yet (a form submission's next page, seen
 /// in CI as "no such element") or may be replaced between finding it and reading it ("stale element
@@ -405,6 +425,7 @@ async fn the_dashboard_in_a_real_browser() {
     let form = c.form(Locator::Css("form.filters")).await.unwrap();
     form.set_by_name("q", "DP-SGD").await.unwrap();
     form.submit().await.unwrap();
+    until_query(&c, "q=DP-SGD").await;
     c.wait()
         .for_element(Locator::Css("#units-table"))
         .await
@@ -437,6 +458,7 @@ async fn the_dashboard_in_a_real_browser() {
     let form = c.form(Locator::Css("form.filters")).await.unwrap();
     form.set_by_name("dataset_id", "census-2030").await.unwrap();
     form.submit().await.unwrap();
+    until_query(&c, "dataset_id=census-2030").await;
     c.wait()
         .for_element(Locator::Css("#audit-table"))
         .await
