@@ -257,12 +257,7 @@ impl Composition {
         let lower_pmfs = pmfs.split_off(pmfs.len() - header.lower);
         let pair = |v: Vec<Pmf>| {
             let mut it = v.into_iter();
-            it.next().map(|remove| Pld {
-                remove,
-                add: it.next(),
-                lower: None,
-                lattice: None,
-            })
+            it.next().map(|remove| Pld::from_pmfs(remove, it.next()))
         };
         let mut pld = pair(pmfs);
         if let Some(p) = pld.as_mut() {

@@ -288,13 +288,26 @@ pub fn check(req: &Value) -> Vec<String> {
 
 /// Asserts that a request's report is sound, printing the request and every violation otherwise.
 pub fn assert_sound(req: &Value) {
-    let v = check(req);
+    assert_none(req, &check(req), || {
+        truth(req).map_or_else(|e| format!("none ({e})"), |m| m.describe())
+    });
+}
+
+/// [`assert_sound`] for a request that must be both answered and covered by an oracle (a refusal
+/// or a missing oracle would make [`check`] pass vacuously).
+pub fn assert_sound_against_an_oracle(req: &Value) {
+    let model = truth(req).unwrap_or_else(|e| panic!("request {req} has no oracle: {e}"));
+    assert_none(req, &violations(&report(req), &model), || model.describe());
+}
+
+/// Fails, printing the request, its oracle and the first violations, unless `v` is empty.
+fn assert_none(req: &Value, v: &[String], oracle: impl FnOnce() -> String) {
     const SHOWN: usize = 40;
     assert!(
         v.is_empty(),
         "request {}\noracle: {}\n{} violation(s){}:\n  {}",
         req,
-        truth(req).map_or_else(|e| format!("none ({e})"), |m| m.describe()),
+        oracle(),
         v.len(),
         if v.len() > SHOWN {
             format!(" (first {SHOWN})")
@@ -303,16 +316,6 @@ pub fn assert_sound(req: &Value) {
         },
         v[..v.len().min(SHOWN)].join("\n  ")
     );
-}
-
-/// [`assert_sound`] for a request that must be both answered and covered by an oracle (a refusal
-/// or a missing oracle would make [`check`] pass vacuously).
-pub fn assert_sound_against_an_oracle(req: &Value) {
-    if let Err(e) = truth(req) {
-        panic!("request {req} has no oracle: {e}");
-    }
-    report(req);
-    assert_sound(req);
 }
 
 /// The report of a request (panics with the refusal otherwise).

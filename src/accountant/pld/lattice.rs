@@ -87,12 +87,7 @@ impl Lattice {
             return Ok(None);
         };
         grid.inf = power_of_infinity(self.inf, n);
-        Ok(Some(Pld {
-            remove: grid,
-            add: None,
-            lower: None,
-            lattice: None,
-        }))
+        Ok(Some(Pld::from_pmfs(grid, None)))
     }
 
     /// One copy as a PMF of step `step` (its positions are only nominal: they are never read as
@@ -147,16 +142,19 @@ impl Lattice {
             return None;
         }
         let mut mass = vec![0.0; width as usize];
-        let mut count = vec![0u32; width as usize];
+        // The most lattice masses summed into one grid mass: g is non-decreasing in k, so the
+        // masses of a grid point are a run.
+        let (mut merged, mut run, mut last_g) = (1usize, 0usize, usize::MAX);
         for (k, &m) in many.mass.iter().enumerate() {
             if m <= 0.0 {
                 continue;
             }
             let g = (self.grid_index(many.lo + k as i64, h) - first) as usize;
             mass[g] += m;
-            count[g] += 1;
+            run = if g == last_g { run + 1 } else { 1 };
+            (merged, last_g) = (merged.max(run), g);
         }
-        let merged = f64::from(count.iter().copied().max().unwrap_or(1).max(1));
+        let merged = merged as f64;
         let mut p = Pmf {
             h,
             lo: first,

@@ -125,12 +125,7 @@ impl Pld {
 
     /// No privacy loss.
     pub fn identity(h: f64) -> Self {
-        Pld {
-            remove: Pmf::identity(h),
-            add: None,
-            lower: None,
-            lattice: None,
-        }
+        Self::from_pmfs(Pmf::identity(h), None)
     }
 
     /// A PLD from its PMFs (`add = None`: symmetric).
@@ -247,23 +242,16 @@ impl Pld {
             pmf::prepare_plans(l);
         }
         if self.is_symmetric() && other.is_symmetric() {
-            return Ok(Pld {
-                remove: self.remove.compose_at(&other.remove, lr)?,
-                add: None,
-                lower: None,
-                lattice: None,
-            });
+            return Ok(Pld::from_pmfs(
+                self.remove.compose_at(&other.remove, lr)?,
+                None,
+            ));
         }
         let (remove, add) = both(
             || self.remove.compose_at(&other.remove, lr),
             || self.add_pmf().compose_at(other.add_pmf(), la),
         );
-        Ok(Pld {
-            remove: remove?,
-            add: Some(add?),
-            lower: None,
-            lattice: None,
-        })
+        Ok(Pld::from_pmfs(remove?, Some(add?)))
     }
 
     /// [`Pld::self_compose`] of these PMFs only, with the windows of
@@ -277,23 +265,13 @@ impl Pld {
             pmf::prepare_plans(l);
         }
         match &self.add {
-            None => Ok(Pld {
-                remove: self.remove.self_compose_at(n, wr)?,
-                add: None,
-                lower: None,
-                lattice: None,
-            }),
+            None => Ok(Pld::from_pmfs(self.remove.self_compose_at(n, wr)?, None)),
             Some(a) => {
                 let (remove, add) = both(
                     || self.remove.self_compose_at(n, wr),
                     || a.self_compose_at(n, wa),
                 );
-                Ok(Pld {
-                    remove: remove?,
-                    add: Some(add?),
-                    lower: None,
-                    lattice: None,
-                })
+                Ok(Pld::from_pmfs(remove?, Some(add?)))
             }
         }
     }

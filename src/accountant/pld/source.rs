@@ -363,12 +363,7 @@ impl Source {
                 },
             )
         })?;
-        Ok(Some(Pld {
-            remove: rem,
-            add,
-            lower: None,
-            lattice: None,
-        }))
+        Ok(Some(Pld::from_pmfs(rem, add)))
     }
 
     /// μ-GDP: the Gaussian mechanism N(0,1) vs N(μ,1) (DRS22 Cor. 1 profile, rounded up).
@@ -498,9 +493,10 @@ impl Source {
             atoms.push((a * (d - 2.0 * xf), c * (-a * xf).exp()));
         }
         atoms.push((-a * d, c * (-a * d).exp() / tail)); // P(X ≥ Δ)
-                                                         // Loss index Δ − 2x on the step a (exact: the parameter itself). Masses: tanh, expm1 and
-                                                         // exp each within LIBM_REL, exp's argument a·x rounded (a·Δ·U of the exponent at most),
-                                                         // and a product and a quotient.
+
+        // Loss index Δ − 2x on the step a (exact: the parameter itself). Masses: tanh, expm1 and
+        // exp each within LIBM_REL, exp's argument a·x rounded (a·Δ·U of the exponent at most),
+        // and a product and a quotient.
         let s = sens as i64;
         let points = (0..=s).map(|x| s - 2 * x).zip(atoms.iter().map(|p| p.1));
         let mass_rel = 8.0 * U + 3.0 * rounding::LIBM_REL + 2.0 * a * d * U;
