@@ -82,6 +82,9 @@ pub struct BudgetExceededBody {
     /// The quota that refused the unit (a principal, or `*` for the unallocated share); absent
     /// when the dataset's budget refused it.
     pub quota: Option<String>,
+    /// On a charge of several ledgers (`POST /v1/charges`): the ledger that refused the unit (a
+    /// dataset, or a block `dataset@block`); nothing was written to any of them.
+    pub dataset_id: Option<String>,
     #[schema(value_type = Object)]
     pub details: Value,
     /// The request's id.
@@ -228,6 +231,7 @@ impl From<LedgerError> for ApiError {
                         "remaining_delta",
                         "unit",
                         "quota",
+                        "dataset_id",
                     ] {
                         if let Some(v) = m.get(k) {
                             err.extra.insert(k.to_owned(), v.clone());
@@ -288,6 +292,8 @@ impl From<LedgerError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "quota_conflict", m.clone())
                     .with_details(json!({"reason": m}))
             }
+            LedgerError::ReadOnly(m) => ApiError::new(StatusCode::CONFLICT, "read_only", m.clone())
+                .with_details(json!({"reason": m})),
             LedgerError::ChargeNotFound(c) => ApiError::new(
                 StatusCode::NOT_FOUND,
                 "charge_not_found",

@@ -105,7 +105,7 @@ pub async fn list_datasets(
 
 /// A dataset: budget, μ spent with its bracket, remaining μ, number of charges.
 #[utoipa::path(get, path = "/v1/datasets/{id}", tag = "datasets",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128)),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193)),
     responses((status = 200, description = "The dataset", body = DatasetView),
               (status = 404, description = "No such dataset", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -120,7 +120,7 @@ pub async fn get_dataset(
 /// Change a dataset's budget (recorded in the ledger). With an `Idempotency-Key` a retry returns
 /// the first outcome.
 #[utoipa::path(patch, path = "/v1/datasets/{id}", tag = "datasets",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = UpdateDatasetRequest,
     responses((status = 200, description = "The updated dataset", body = DatasetView),
@@ -162,7 +162,7 @@ fn optional_body(body: &axum::body::Bytes) -> ApiResult<Value> {
 /// charged: each chunk is a unit admitted when asked for (`/runs/{run_id}/chunks`), so a run that
 /// stops early is not charged for the chunks it did not run.
 #[utoipa::path(post, path = "/v1/datasets/{id}/runs", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = RunRequestWire,
     responses((status = 201, description = "Declared", body = crate::ledger::RunView),
@@ -184,7 +184,7 @@ pub async fn declare_run(
 
 /// A run with its progress: chunks committed, reserved and released, and the next chunk.
 #[utoipa::path(get, path = "/v1/datasets/{id}/runs/{run_id}", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("run_id" = String, Path, description = "Run id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")),
     responses((status = 200, description = "The run", body = crate::ledger::RunView),
               (status = 404, description = "No such dataset or run", body = ErrorBody),
@@ -200,7 +200,7 @@ pub async fn get_run(
 /// Admit (or reserve) the run's next chunk: a unit gated like a charge. 409 `budget_exceeded`
 /// when it does not fit, 409 `run_complete` when every chunk is admitted.
 #[utoipa::path(post, path = "/v1/datasets/{id}/runs/{run_id}/chunks", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("run_id" = String, Path, description = "Run id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body(content = Option<ChunkRequestWire>, description = "Optional (no body, or null, is `{}`): `{\"reserve\": true}` to reserve the chunk"),
@@ -225,7 +225,7 @@ pub async fn run_chunk(
 
 /// Commit a reserved unit: it stays counted and joins the exact composition.
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges/{charge_id}/commit", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("charge_id" = String, Path, description = "Charge id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     responses((status = 200, description = "Committed", body = Settled),
@@ -251,7 +251,7 @@ pub async fn commit_charge(
 /// The caller's statement is recorded in the ledger; `outputs_released: true` is refused (409
 /// `outputs_released`: commit the unit instead).
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges/{charge_id}/release", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("charge_id" = String, Path, description = "Charge id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = ReleaseRequestWire,
@@ -276,7 +276,7 @@ pub async fn release_charge(
 /// Charge a mechanism to a dataset: 201 when admitted, 409 `budget_exceeded` when not (nothing
 /// written). With an `Idempotency-Key` header a retry returns the first outcome and charges nothing.
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = ChargeRequestWire,
     responses((status = 201, description = "Admitted and recorded", body = ChargeCreated),
@@ -298,9 +298,74 @@ pub async fn create_charge(
     Ok((created_or_ok(out.created), Json(out.body)))
 }
 
+/// Charge one mechanism on several ledgers at once — the blocks of a partitioned dataset a query
+/// reads, several datasets a join reads, or both: 201 when every ledger admits it (recorded on all,
+/// in one transaction), 409 `budget_exceeded` naming the ledger that refused it (nothing written
+/// anywhere), 409 `read_only` for a block past its dataset's retention. With an `Idempotency-Key`
+/// a retry returns the first outcome and charges nothing. Blocks nobody charged yet are created
+/// with the dataset's per-block budget.
+#[utoipa::path(post, path = "/v1/charges", tag = "charges",
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+    request_body = MultiChargeRequestWire,
+    responses((status = 201, description = "Admitted and recorded on every ledger", body = crate::ledger::multi::MultiChargeBody),
+              (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = crate::ledger::multi::MultiChargeBody),
+              (status = 409, description = "A ledger refused the charge (`budget_exceeded`, with `dataset_id`), or a block is read-only (`read_only`); nothing was written", body = BudgetExceededBody),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = 422, description = "Invalid event, datasets or blocks, or Idempotency-Key reused with another body", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn create_multi_charge(
+    caller: Caller,
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<impl IntoResponse> {
+    let req = input::MultiChargeRequest::from_json(&body, idempotency_key(&headers)?)?;
+    let out = s.ledgers.charge_many(&caller.0, req).await?;
+    Ok((created_or_ok(out.created), Json(out.body)))
+}
+
+/// A partitioned dataset's blocks and what each has left. Without a range: a page of the blocks
+/// charged so far (`limit`, `after` = a block name). With `from` and `to` (RFC 3339, `[from, to)`)
+/// or `blocks` (comma-separated names): every block of the range, uncharged ones with their whole
+/// budget, and the least remaining μ and δ over them (`tightest` is the block that decides a
+/// range charge).
+#[utoipa::path(get, path = "/v1/datasets/{id}/blocks", tag = "datasets",
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
+           ("from" = Option<String>, Query, description = "Range start (RFC 3339), with `to`", format = DateTime),
+           ("to" = Option<String>, Query, description = "Range end, exclusive (RFC 3339), with `from`", format = DateTime),
+           ("blocks" = Option<String>, Query, description = "Comma-separated block names (instead of a time range)"),
+           ("limit" = Option<i64>, Query, description = "Page size without a range (1-1000, default 100)", minimum = 1, maximum = 1000),
+           ("after" = Option<String>, Query, description = "Without a range: blocks after this name")),
+    responses((status = 200, description = "The blocks", body = crate::ledger::multi::BlocksView),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request, or the dataset is not partitioned", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn list_blocks(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<crate::ledger::multi::BlocksView>> {
+    unknown_params(&q, &["from", "to", "blocks", "limit", "after"])?;
+    let limit = page_limit(&q)?;
+    let sel = crate::ledger::partition::BlockSelector::from_query(
+        q.get("from").map(String::as_str),
+        q.get("to").map(String::as_str),
+        q.get("blocks").map(String::as_str),
+    )
+    .map_err(|e| ApiError::invalid_param(&e.path.replacen('$', "query", 1), e.reason))?;
+    let after = q.get("after").map(String::as_str);
+    Ok(Json(
+        s.ledgers
+            .list_blocks(&caller.0, &id, sel, after, limit)
+            .await?,
+    ))
+}
+
 /// The ledger's entries in order: charges and budget changes (paginated: `limit`, `after`).
 #[utoipa::path(get, path = "/v1/datasets/{id}/charges", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("limit" = Option<i64>, Query, description = "Page size (1-1000, default 100)", minimum = 1, maximum = 1000),
            ("after" = Option<i64>, Query, description = "Return entries with seq > after", minimum = 0)),
     responses((status = 200, description = "A page of entries", body = EntryPage),
@@ -331,7 +396,7 @@ pub async fn list_charges(
 
 /// What a charge would do to the dataset's budget; nothing is written.
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges/preview", tag = "charges",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128)),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193)),
     request_body = ChargeRequestWire,
     responses((status = 200, description = "The outcome the charge would have", body = Preview),
               (status = 404, description = "No such dataset", body = ErrorBody),
@@ -350,7 +415,7 @@ pub async fn preview_charge(
 /// The privacy report of a dataset: μ with bracket and regret, ε(δ), δ(ε), advantage, the
 /// trade-off curve, the Tier-II table and the CLT estimate (approximate).
 #[utoipa::path(get, path = "/v1/datasets/{id}/report", tag = "reports",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("deltas" = Option<String>, Query, description = "Comma-separated δ values for ε(δ), each in [0, 1] (no spaces; written like 0.05, 1 or 1e-5)"),
            ("epsilons" = Option<String>, Query, description = "Comma-separated ε values for δ(ε), each in [0, 1e6] (no spaces; written like 2, 0.5 or 5e-3)"),
            ("alphas" = Option<String>, Query, description = "Comma-separated α values for the trade-off curve, each in [0, 1] (no spaces; written like 0.05, 1 or 1e-5)"),
@@ -373,7 +438,7 @@ pub async fn get_report(
 /// The dataset's symmetrised trade-off curve f(α) and G_μ(α) at the same α: `points=N` spread over
 /// [1e-10, 1], or `alpha=a1,a2,...`.
 #[utoipa::path(get, path = "/v1/datasets/{id}/tradeoff", tag = "reports",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("points" = Option<usize>, Query, description = "Number of α values spread over [1e-10, 1] (2-10000; default 100 unless alpha is given)", minimum = 2, maximum = 10000),
            ("alpha" = Option<String>, Query, description = "Comma-separated α values, each in [0, 1] (no spaces; written like 0.05, 1 or 1e-5; with points, both sets)")),
     responses((status = 200, description = "The curve", body = TradeoffView),
@@ -424,7 +489,7 @@ pub async fn certificate(
 /// Calibrate one free parameter of an event to what still fits the dataset's budget: the smallest
 /// noise multiplier, or the largest count.
 #[utoipa::path(post, path = "/v1/datasets/{id}/calibrate", tag = "accountant",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128)),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193)),
     request_body = DatasetCalibrateRequest,
     responses((status = 200, description = "The calibrated value", body = Calibrated),
               (status = 404, description = "No such dataset", body = ErrorBody),
@@ -486,7 +551,7 @@ pub async fn metrics(caller: Caller, State(s): State<AppState>) -> ApiResult<imp
 
 /// A dataset's grants (its admins and auditors).
 #[utoipa::path(get, path = "/v1/datasets/{id}/grants", tag = "access",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128)),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193)),
     responses((status = 200, description = "The grants, by principal", body = Vec<crate::ledger::auth::GrantView>),
               (status = 403, description = "The caller may see the dataset but not its grants", body = ErrorBody),
               (status = 404, description = "No such dataset (or the caller may not know of it)", body = ErrorBody),
@@ -501,7 +566,7 @@ pub async fn list_grants(
 
 /// Give a principal a role on the dataset (replacing its grant, if any); the dataset's admins.
 #[utoipa::path(put, path = "/v1/datasets/{id}/grants/{principal}", tag = "access",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$", min_length = 1, max_length = 128)),
     request_body = GrantRequestWire,
     responses((status = 200, description = "The dataset's grants now", body = Vec<crate::ledger::auth::GrantView>),
@@ -524,7 +589,7 @@ pub async fn put_grant(
 
 /// Withdraw a principal's grant on the dataset; the dataset's admins.
 #[utoipa::path(delete, path = "/v1/datasets/{id}/grants/{principal}", tag = "access",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$", min_length = 1, max_length = 128)),
     responses((status = 204, description = "Withdrawn"),
               (status = 403, description = "The caller is not an admin of the dataset", body = ErrorBody),
@@ -552,7 +617,7 @@ pub async fn delete_grant(
 /// The dataset's quotas and the unallocated share `*`: all of them for its admins and auditors,
 /// one's own for an analyst.
 #[utoipa::path(get, path = "/v1/datasets/{id}/quotas", tag = "access",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128)),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193)),
     responses((status = 200, description = "The quotas", body = Vec<crate::ledger::quotas::QuotaView>),
               (status = 404, description = "No such dataset (or the caller may not know of it)", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -568,7 +633,7 @@ pub async fn list_quotas(
 /// δ_q, with what the unallocated share spent, must fit the budget (409 `quota_conflict`), and a
 /// quota is never set below what its holder spent. Recorded in the ledger.
 #[utoipa::path(put, path = "/v1/datasets/{id}/quotas/{principal}", tag = "access",
-    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$", min_length = 1, max_length = 128),
            ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = QuotaRequestWire,
@@ -618,7 +683,7 @@ fn audit_time(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<Strin
 /// `X-Next-Cursor` header). Global admins and auditors read all of it; a dataset's admins and
 /// auditors read its records (`dataset_id` required).
 #[utoipa::path(get, path = "/v1/audit", tag = "access",
-    params(("dataset_id" = Option<String>, Query, description = "Only this dataset's records", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$", min_length = 1, max_length = 128),
+    params(("dataset_id" = Option<String>, Query, description = "Only this dataset's (or block's, `dataset@block`) records", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("principal" = Option<String>, Query, description = "Only this principal's records", max_length = 256),
            ("since" = Option<String>, Query, description = "Records at or after this RFC 3339 time", format = DateTime),
            ("until" = Option<String>, Query, description = "Records before this RFC 3339 time", format = DateTime),
@@ -674,7 +739,7 @@ pub async fn list_audit(
     };
     let limit = if jsonl { limit } else { limit.min(MAX_PAGE) };
     if let Some(d) = q.get("dataset_id") {
-        crate::ledger::input::dataset_id(d, &crate::accountant::json::JsonPath::root())
+        crate::ledger::input::ledger_id(d, &crate::accountant::json::JsonPath::root())
             .map_err(|e| ApiError::invalid_param("query.dataset_id", e.reason))?;
     }
     let after =

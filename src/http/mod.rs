@@ -230,6 +230,8 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::create_dataset, handlers::list_datasets))
         .routes(routes!(handlers::get_dataset, handlers::update_dataset))
         .routes(routes!(handlers::create_charge, handlers::list_charges))
+        .routes(routes!(handlers::create_multi_charge))
+        .routes(routes!(handlers::list_blocks))
         .routes(routes!(handlers::preview_charge))
         .routes(routes!(handlers::commit_charge))
         .routes(routes!(handlers::release_charge))
@@ -453,7 +455,7 @@ async fn check_params(
             let location = format!("path.{name}");
             text(&location, value)?;
             if name == "id" {
-                crate::ledger::input::dataset_id(value, &crate::accountant::json::JsonPath::root())
+                crate::ledger::input::ledger_id(value, &crate::accountant::json::JsonPath::root())
                     .map_err(|e| ApiError::invalid_param(&location, e.reason))?;
             }
         }

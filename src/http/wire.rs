@@ -55,6 +55,91 @@ pub struct CreateDatasetRequest {
     /// Grid step of the numerical accountant (default 1e-4), in [1e-6, 0.1].
     #[schema(example = 1e-4, minimum = 1e-6, maximum = 0.1)]
     pub grid_step: Option<f64>,
+    /// Split the data into disjoint blocks, each with `budget` of its own (created by the first
+    /// charge that reads it); charges then name the blocks they read (`POST /v1/charges`).
+    pub partitioning: Option<PartitioningWire>,
+}
+
+/// A dataset's partitioning.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[schema(as = Partitioning)]
+pub enum PartitioningWire {
+    /// Time blocks of one calendar width in a time zone, named `2026-11-23T14` (hour),
+    /// `2026-11-23` (day) or `2026-W48` (ISO week).
+    Time {
+        width: BlockWidthWire,
+        /// An IANA time zone name (default `UTC`); block boundaries are local midnights (hours).
+        #[schema(example = "Europe/Paris", max_length = 64)]
+        time_zone: Option<String>,
+        /// Blocks that ended more than this many widths ago are read-only (no charge may name
+        /// them). Default: none.
+        #[schema(minimum = 1, maximum = 1_000_000)]
+        retention_blocks: Option<u32>,
+    },
+    /// Blocks named by the caller (e.g. user-id ranges: `users-0-999`).
+    Named {},
+}
+
+/// The calendar width of a time block.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = BlockWidth)]
+pub enum BlockWidthWire {
+    Hour,
+    Day,
+    Week,
+}
+
+/// A half-open time range `[from, to)`: every time block it meets.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = TimeRange)]
+pub struct TimeRangeWire {
+    #[schema(format = DateTime, example = "2026-11-16T00:00:00Z")]
+    pub from: String,
+    #[schema(format = DateTime, example = "2026-11-23T00:00:00Z")]
+    pub to: String,
+}
+
+/// A ledger a charge reads: a dataset, and on a partitioned one its blocks (a list, or a time
+/// range; exactly one of them).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = ChargeTarget)]
+pub struct ChargeTargetWire {
+    #[schema(
+        pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$",
+        min_length = 1,
+        max_length = 128
+    )]
+    pub id: String,
+    /// Block names (1 to 1000), e.g. `["2026-11-22", "2026-11-23"]`.
+    #[schema(min_items = 1, max_items = 1000)]
+    pub blocks: Option<Vec<String>>,
+    pub time_range: Option<TimeRangeWire>,
+}
+
+/// `POST /v1/charges`: one unit charged on several ledgers (datasets, blocks), all or nothing.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"datasets": [{"id": "events", "time_range": {"from": "2026-11-16T00:00:00Z", "to": "2026-11-23T00:00:00Z"}}, {"id": "customers"}], "event": {"type": "gaussian", "noise_multiplier": 8.0}, "label": "weekly join"}))]
+#[serde(deny_unknown_fields)]
+#[schema(as = MultiChargeRequest)]
+pub struct MultiChargeRequestWire {
+    /// 1 to 64 datasets, each named once (at most 1000 ledgers in all).
+    #[schema(min_items = 1, max_items = 64)]
+    pub datasets: Vec<ChargeTargetWire>,
+    /// The mechanism run, as in a single charge.
+    #[schema(value_type = Object)]
+    pub event: Value,
+    #[schema(max_length = 256)]
+    pub label: Option<String>,
+    /// Any JSON object of at most 16 KiB, kept with the charge on every ledger.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+    /// The unit's δᵢ on every ledger (in [0, 1e-3]); default: each ledger's rule.
+    #[schema(minimum = 0.0, maximum = 1e-3)]
+    pub delta: Option<f64>,
 }
 
 /// `PATCH /v1/datasets/{id}`.

@@ -339,6 +339,8 @@ impl Ledgers {
         if role_allows(&p.role, action) {
             return Ok(());
         }
+        // A block's grants are its dataset's.
+        let id = super::partition::split_block_id(id).map_or(id, |(parent, _)| parent);
         match self.store.grant(id, &p.name).await? {
             Some(role) if role_allows(&role, action) => Ok(()),
             Some(role) => Err(LedgerError::Forbidden(format!(

@@ -110,10 +110,24 @@ pub fn dataset_id(s: &str, path: &JsonPath) -> Result<String, InputError> {
     }
 }
 
+/// Checks a ledger id: a dataset id, or a block's `dataset@block`.
+pub fn ledger_id(s: &str, path: &JsonPath) -> Result<String, InputError> {
+    match super::partition::split_block_id(s) {
+        None => dataset_id(s, path),
+        Some((parent, block)) => {
+            dataset_id(parent, path)?;
+            super::partition::block_name(block, path)?;
+            Ok(s.to_owned())
+        }
+    }
+}
+
 /// `POST /v1/datasets`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewDataset {
     pub id: String,
+    /// Blocks with a budget each (the `budget` is then every block's), or none.
+    pub partitioning: Option<super::partition::Partitioning>,
     pub budget: Budget,
     pub neighboring_relation: NeighboringRelation,
     pub description: String,
@@ -151,9 +165,14 @@ impl NewDataset {
                 GridStep::new(json::number(x, &p)?).map_err(|r| InputError::new(&p, r))?
             }
         };
+        let partitioning = match f.optional("partitioning") {
+            None => None,
+            Some((x, p)) => Some(super::partition::Partitioning::from_json(x, &p)?),
+        };
         f.finish()?;
         Ok(NewDataset {
             id,
+            partitioning,
             budget,
             neighboring_relation,
             description,
@@ -478,6 +497,73 @@ impl ChargeRequest {
             delta,
             reserve,
             request_hash,
+        })
+    }
+}
+
+/// A ledger a multi-ledger charge names: a dataset, and on a partitioned one the blocks it reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub dataset: String,
+    pub blocks: Option<super::partition::BlockSelector>,
+}
+
+/// `POST /v1/charges`: one unit charged on several ledgers, all or nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MultiChargeRequest {
+    pub targets: Vec<Target>,
+    pub event: Event,
+    pub label: Option<String>,
+    pub metadata: Option<Value>,
+    pub idempotency_key: Option<String>,
+    /// The unit's δᵢ on every ledger, if the caller sets it; otherwise each ledger's default rule.
+    pub delta: Option<f64>,
+    pub request_hash: String,
+}
+
+impl MultiChargeRequest {
+    /// Parses `{datasets: [{id, blocks? | time_range?}], event, label?, metadata?, delta?}`.
+    pub fn from_json(v: &Value, idempotency_key: Option<String>) -> Result<Self, InputError> {
+        let root = JsonPath::root();
+        let mut f = Fields::new(v, &root)?;
+        let (d, p) = f.required("datasets")?;
+        let items = json::array(d, &p)?;
+        if items.is_empty() || items.len() > 64 {
+            return Err(InputError::new(
+                &p,
+                format!("must name 1 to 64 datasets, got {}", items.len()),
+            ));
+        }
+        let mut targets = Vec::with_capacity(items.len());
+        for (i, x) in items.iter().enumerate() {
+            let pi = p.index(i);
+            let mut t = Fields::new(x, &pi)?;
+            let (id, pid) = t.required("id")?;
+            let dataset = dataset_id(json::string(id, &pid)?, &pid)?;
+            let blocks = super::partition::BlockSelector::from_fields(&mut t)?;
+            t.finish()?;
+            if targets.iter().any(|o: &Target| o.dataset == dataset) {
+                return Err(InputError::new(
+                    &pid,
+                    format!("dataset {dataset:?} is named twice; name each dataset once"),
+                ));
+            }
+            targets.push(Target { dataset, blocks });
+        }
+        let (e, pe) = f.required("event")?;
+        let event = parse_event(e, &pe)?;
+        let label = label_field(&mut f)?;
+        let delta = delta_field(&mut f)?;
+        let metadata = metadata_field(&mut f)?;
+        f.finish()?;
+        Ok(MultiChargeRequest {
+            targets,
+            event,
+            label,
+            metadata,
+            idempotency_key,
+            delta,
+            request_hash: request_hash("charges", v),
         })
     }
 }

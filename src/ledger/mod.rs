@@ -16,7 +16,9 @@ pub mod auth;
 pub mod dashboard;
 pub mod filter;
 pub mod input;
+pub mod multi;
 pub mod oidc;
+pub mod partition;
 pub mod quotas;
 pub mod schema;
 mod units;
@@ -175,6 +177,9 @@ pub enum LedgerError {
     /// A quota or budget change that would break the quotas' invariants.
     #[error("{0}")]
     QuotaConflict(String),
+    /// A block past its dataset's retention horizon: it may be read, not charged.
+    #[error("{0}")]
+    ReadOnly(String),
 }
 
 pub(crate) fn internal(e: impl std::fmt::Display) -> LedgerError {
@@ -224,6 +229,10 @@ pub struct Rejection {
     /// The quota that refused the unit (a principal, or `*` for the unallocated share); absent
     /// when the dataset's budget refused it.
     pub quota: Option<String>,
+    /// On a charge of several ledgers: the ledger (a dataset, or a block `dataset@block`) that
+    /// refused the unit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dataset_id: Option<String>,
     pub reason: String,
 }
 
@@ -260,6 +269,12 @@ pub struct DatasetView {
     pub created_at: String,
     #[schema(format = DateTime)]
     pub updated_at: String,
+    /// A partitioned dataset's partitioning (`{"type": "time", "width", "time_zone",
+    /// "retention_blocks"}` or `{"type": "named"}`): its `budget` is then every block's, and its
+    /// charges go to its blocks (`POST /v1/charges`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub partitioning: Option<Value>,
 }
 
 /// An admitted charge (a unit).
@@ -449,7 +464,12 @@ pub struct Ledgers {
     oidc: Option<Arc<oidc::Oidc>>,
     /// How much numerical work runs at once.
     admission: admission::Admission,
+    /// Whether a dataset is partitioned (fixed at its creation, and datasets are never deleted).
+    partitioned: Mutex<ByteCache<String, bool>>,
 }
+
+/// Bytes of kept "is it partitioned" answers: 1 MiB.
+const PARTITIONED_CACHE_BYTES: usize = 1 << 20;
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -510,6 +530,7 @@ fn view(row: &DatasetRow, f: &FilterState) -> Result<DatasetView, LedgerError> {
         grid_step: grid_step_of(row)?.get(),
         created_at: row.created_at.clone(),
         updated_at: row.updated_at.clone(),
+        partitioning: None,
     })
 }
 
@@ -996,6 +1017,7 @@ fn rejection(gate: &Gate, unit: Certificate, quota: Option<String>, why: Exceede
         remaining_delta: budget.remaining_delta(f),
         unit,
         quota,
+        dataset_id: None,
         reason,
     }
 }
@@ -1036,7 +1058,50 @@ impl Ledgers {
             reports: FilterReports::new(),
             oidc: None,
             admission: admission::Admission::new(admission::AdmissionConfig::default()),
+            partitioned: Mutex::new(ByteCache::new(PARTITIONED_CACHE_BYTES)),
         }
+    }
+
+    /// Refuses a single-ledger spend (a charge, a run) on a partitioned dataset or on a block:
+    /// those are charged through [`Ledgers::charge_many`], which names the blocks, checks
+    /// retention and creates blocks on first use. The answer is kept per dataset (it never
+    /// changes), so the common case reads the store once per dataset.
+    async fn single_ledger(&self, id: &str) -> Result<(), LedgerError> {
+        let refuse = |what: &str| {
+            Err(LedgerError::Invalid(
+                "path.id".into(),
+                format!(
+                    "{what}: charge it with POST /v1/charges, naming the blocks the query reads \
+                     ({{\"datasets\": [{{\"id\": ..., \"blocks\" or \"time_range\": ...}}]}})"
+                ),
+            ))
+        };
+        if let Some((parent, _)) = partition::split_block_id(id) {
+            return refuse(&format!(
+                "{id:?} is a block of the partitioned dataset {parent:?}"
+            ));
+        }
+        let kept = self
+            .partitioned
+            .lock()
+            .expect("partitioned")
+            .get(&id.to_owned());
+        let partitioned = match kept {
+            Some(p) => p,
+            None => {
+                let p = self.store.partitioning(id).await?.is_some();
+                self.partitioned.lock().expect("partitioned").insert(
+                    id.to_owned(),
+                    p,
+                    id.len() + 64,
+                );
+                p
+            }
+        };
+        if partitioned {
+            return refuse(&format!("dataset {id:?} is partitioned"));
+        }
+        Ok(())
     }
 
     /// Limits heavy accountant work as `config` says (default: see [`admission::AdmissionConfig`]).
@@ -1323,16 +1388,34 @@ impl Ledgers {
             updated_at: ts,
         };
         let state = Composition::new(d.neighboring_relation, d.grid_step).to_bytes();
-        let created = view(&row, &f)?;
+        let partitioning = d
+            .partitioning
+            .as_ref()
+            .map(partition::Partitioning::to_json);
+        let created = DatasetView {
+            partitioning: partitioning.clone(),
+            ..view(&row, &f)?
+        };
         let audit = audit::draft(actor, "dataset.created", Some(&d.id), Some(&d.id))
             .after(&created)
             .done();
-        match self.store.create_dataset(&row, &state, Some(&audit)).await {
+        let stored = partitioning.as_ref().map(Value::to_string);
+        match self
+            .store
+            .create_dataset(&row, &state, stored.as_deref(), Some(&audit))
+            .await
+        {
             Ok(()) => Ok((created, true)),
             Err(StoreError::AlreadyExists) => {
                 let existing = self.row(&d.id).await?;
                 if existing.create_hash.as_deref() == Some(d.request_hash.as_str()) {
-                    Ok((view(&existing, &filter_of(&existing)?)?, false))
+                    Ok((
+                        DatasetView {
+                            partitioning,
+                            ..view(&existing, &filter_of(&existing)?)?
+                        },
+                        false,
+                    ))
                 } else {
                     Err(LedgerError::AlreadyExists(d.id))
                 }
@@ -1345,7 +1428,14 @@ impl Ledgers {
     pub async fn get_dataset(&self, actor: &Actor, id: &str) -> Result<DatasetView, LedgerError> {
         self.authorize(actor, id, Action::Read).await?;
         let row = self.row(id).await?;
-        view(&row, &filter_of(&row)?)
+        let partitioning = match partition::split_block_id(id) {
+            Some(_) => None,
+            None => self.partitioning_of(id).await?.map(|p| p.to_json()),
+        };
+        Ok(DatasetView {
+            partitioning,
+            ..view(&row, &filter_of(&row)?)?
+        })
     }
 
     /// Datasets by id after `after` that `actor` may see (all of them with a global role, else
@@ -1455,6 +1545,17 @@ impl Ledgers {
             .as_deref()
             .and_then(|r| serde_json::from_str(r).ok())
             .ok_or_else(unreadable)?;
+        // A response kept whole for every ledger of a multi-ledger charge ([`multi`]).
+        if let Some(digest) = body.get(multi::SHARED_BODY).and_then(Value::as_str) {
+            let text = self
+                .store
+                .shared_body(digest)
+                .await?
+                .ok_or_else(unreadable)?;
+            return serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|_| unreadable());
+        }
         // A report stored once for many charges ([`stored_response`]): put back in place.
         let shared = body.get("report").and_then(|r| {
             Some((
@@ -1487,6 +1588,7 @@ impl Ledgers {
         req: ChargeRequest,
     ) -> Result<ChargeOutcome, LedgerError> {
         self.authorize(actor, id, Action::Spend).await?;
+        self.single_ledger(id).await?;
         let unit = UnitRequest {
             event_json: req.event.to_json(),
             event: req.event,

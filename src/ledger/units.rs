@@ -228,6 +228,7 @@ impl Ledgers {
         req: RunRequest,
     ) -> Result<(RunView, bool), LedgerError> {
         self.authorize(actor, id, Action::Spend).await?;
+        self.single_ledger(id).await?;
         let row = self.row(id).await?;
         if let Some(body) = self
             .replay(id, req.idempotency_key.as_deref(), &req.request_hash)
@@ -315,6 +316,7 @@ impl Ledgers {
         req: ChunkRequest,
     ) -> Result<ChargeOutcome, LedgerError> {
         self.authorize(actor, id, Action::Spend).await?;
+        self.single_ledger(id).await?;
         let started = std::time::Instant::now();
         self.row(id).await?;
         let _guard = self.lock(id).await?;

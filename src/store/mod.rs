@@ -28,9 +28,13 @@
 //! Version 6 adds `shared_bodies`: parts of stored responses that many entries share (a charge's
 //! report is the same for every charge within the budget), stored once under their SHA-256 and
 //! referred to from `entries.response` ([`SharedBody`]); `entries_run` indexes run entries only.
+//! Version 7 adds `datasets.partitioning`: a partitioned dataset's declaration (JSON). Its blocks
+//! are datasets of their own, with ids `parent@block` ('@' is not allowed in a dataset id, so a
+//! block id never collides with one), created by the first charge that reads them
+//! ([`Store::append_many`]).
 
 /// The schema version this release writes (the last of [`MIGRATIONS`]).
-pub const LATEST: i64 = 6;
+pub const LATEST: i64 = 7;
 
 /// Schema migrations after version 1, as (version, statements); the SQL is portable between
 /// SQLite and PostgreSQL (`REAL` is `float4` in PostgreSQL, so `DOUBLE PRECISION` is spelt out
@@ -136,6 +140,7 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
                 WHERE run_id IS NOT NULL",
         ],
     ),
+    (7, &["ALTER TABLE datasets ADD COLUMN partitioning TEXT"]),
 ];
 
 #[cfg(test)]
@@ -209,6 +214,15 @@ pub mod sql {
         delta_spent = ?, units = ?, exact_mu = ?, reserved = ?, state = COALESCE(?, state), \
         updated_at = ? WHERE id = ? AND version = ?";
     pub const DATASET_EXISTS: &str = "SELECT 1 FROM datasets WHERE id = ?";
+    /// A block's first row (a concurrent creator may have inserted it: then the append's
+    /// compare-and-swap at version 0 decides).
+    pub const DATASET_INSERT_IF_ABSENT: &str = "INSERT INTO datasets (id, description, \
+        neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
+        mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
+        created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+        ON CONFLICT (id) DO NOTHING";
+    pub const PARTITIONING_SET: &str = "UPDATE datasets SET partitioning = ? WHERE id = ?";
+    pub const PARTITIONING_GET: &str = "SELECT partitioning FROM datasets WHERE id = ?";
     /// A commit or release: the reserved charge's new status.
     pub const SETTLE: &str = "UPDATE entries SET status = ? WHERE dataset_id = ? AND \
         charge_id = ? AND kind = 'charge' AND status = 'reserved'";
@@ -252,12 +266,21 @@ pub mod sql {
     pub const DATASET_GET: &str =
         concat!("SELECT ", dataset_columns!(), " FROM datasets WHERE id = ?");
     pub const STATE_GET: &str = "SELECT version, state FROM datasets WHERE id = ?";
-    /// A page of datasets after an id; with a principal, only those it has a grant on.
+    /// A page of datasets after an id (not blocks); with a principal, only those it has a grant
+    /// on.
     pub const DATASET_LIST: &str = concat!(
         "SELECT ",
         dataset_columns!(),
-        " FROM datasets WHERE id > ? AND (? IS NULL OR id IN \
+        " FROM datasets WHERE id > ? AND id NOT LIKE '%@%' AND (? IS NULL OR id IN \
          (SELECT dataset_id FROM grants WHERE principal = ?)) ORDER BY id LIMIT ?"
+    );
+    /// A page of a partitioned dataset's blocks in `[from, to)` after an id: the ids
+    /// `parent@…` are exactly those in [`parent@`, `parentA`) ('A' follows '@'), so the
+    /// primary key's index serves the range.
+    pub const BLOCK_LIST: &str = concat!(
+        "SELECT ",
+        dataset_columns!(),
+        " FROM datasets WHERE id >= ? AND id < ? AND id > ? ORDER BY id LIMIT ?"
     );
     pub const ENTRY_BY_KEY: &str = concat!(
         "SELECT ",
@@ -772,6 +795,26 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// The ids of `parent`'s blocks are exactly those in `[parent@, parentA)` ('A' follows '@', and
+/// '@' is the first character after `parent` in every block id).
+pub fn block_id_range(parent: &str) -> (String, String) {
+    (format!("{parent}@"), format!("{parent}A"))
+}
+
+/// One ledger's part of [`Store::append_many`].
+#[derive(Debug, Clone)]
+pub struct LedgerAppend {
+    pub id: String,
+    pub expected_version: i64,
+    /// A block's first row and its empty state, inserted first unless the row exists (then the
+    /// compare-and-swap at `expected_version` = 0 decides).
+    pub create: Option<(DatasetRow, std::sync::Arc<Vec<u8>>)>,
+    pub entry: EntryRow,
+    pub update: DatasetUpdate,
+    /// The new composed state (ledgers with the same base share one).
+    pub state: Option<std::sync::Arc<Vec<u8>>>,
+}
+
 /// An append queued by [`Store::append_queued`]: its seq once durable.
 pub type PendingAppend =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<i64, StoreError>> + Send>>;
@@ -779,13 +822,24 @@ pub type PendingAppend =
 /// The storage contract (object-safe so the service holds an `Arc<dyn Store>`).
 #[async_trait]
 pub trait Store: Send + Sync {
-    /// Creates a dataset with its initial (empty) state, and its audit record.
+    /// Creates a dataset with its initial (empty) state, its partitioning (if any) and its audit
+    /// record.
     async fn create_dataset(
         &self,
         row: &DatasetRow,
         state: &[u8],
+        partitioning: Option<&str>,
         audit: Option<&AuditDraft>,
     ) -> Result<(), StoreError>;
+    /// A dataset's partitioning as stored (`None`: not partitioned, or no such dataset).
+    async fn partitioning(&self, id: &str) -> Result<Option<String>, StoreError>;
+    /// A partitioned dataset's blocks (rows with ids `parent@…`) by id, after `after`.
+    async fn list_blocks(
+        &self,
+        parent: &str,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<DatasetRow>, StoreError>;
     /// One dataset.
     async fn get_dataset(&self, id: &str) -> Result<Option<DatasetRow>, StoreError>;
     /// The stored composed state and the version it belongs to.
@@ -847,6 +901,17 @@ pub trait Store: Send + Sync {
     ) -> Option<PendingAppend> {
         None
     }
+    /// All or nothing, in one transaction: every item as [`Store::append`] does it (creating the
+    /// block rows of items with `create` first), and `shared` stored once. Items must be in
+    /// increasing id order: on PostgreSQL the row locks are then taken in one global order, so
+    /// two of these (and a single-ledger append, which locks one row) never wait on each other
+    /// in a cycle. Fails with the first item's error ([`StoreError::VersionConflict`],
+    /// [`StoreError::DuplicateKey`] …) and writes nothing.
+    async fn append_many(
+        &self,
+        items: &[LedgerAppend],
+        shared: Option<&SharedBody>,
+    ) -> Result<(), StoreError>;
     /// Writes the filter state of a version-1 ledger, once: only if the dataset is still at
     /// `expected_version` and has no filter state yet (else [`StoreError::VersionConflict`]).
     async fn convert(

@@ -11,8 +11,8 @@
 use super::sql;
 use super::{
     audit_hash, migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow,
-    DatasetUpdate, EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, UnitRow,
-    AUDIT_GENESIS, LATEST, MIGRATIONS,
+    DatasetUpdate, EntryRow, GrantRow, LedgerAppend, QuotaRow, SharedBody, Store, StoreError,
+    TokenRow, UnitRow, AUDIT_GENESIS, LATEST, MIGRATIONS,
 };
 use async_trait::async_trait;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
@@ -75,6 +75,10 @@ fn unavailable(e: sqlx::Error) -> StoreError {
         .map(|c| c.into_owned());
     match code.as_deref() {
         Some("22021") | Some("22P05") => StoreError::InvalidValue(e.to_string()),
+        // 40P01 deadlock_detected, 40001 serialization_failure: the transaction was rolled back
+        // as a whole; the caller starts over from the store, as after a lost compare-and-swap.
+        // (The lock order of `append_many` leaves no cycle; this is a backstop.)
+        Some("40P01") | Some("40001") => StoreError::VersionConflict,
         _ => StoreError::Unavailable(e.to_string()),
     }
 }
@@ -169,6 +173,137 @@ async fn migrate(conn: &mut sqlx::PgConnection, upto: i64) -> Result<(), StoreEr
     Ok(())
 }
 
+/// A dataset row by `stmt` ([`sql::DATASET_INSERT`] or its if-absent form).
+async fn insert_dataset(
+    conn: &mut sqlx::PgConnection,
+    stmt: &str,
+    row: &DatasetRow,
+    state: &[u8],
+) -> Result<u64, sqlx::Error> {
+    let res = sqlx::query(&sql::numbered(stmt))
+        .bind(&row.id)
+        .bind(&row.description)
+        .bind(&row.neighboring_relation)
+        .bind(row.budget_mu)
+        .bind(row.budget_delta)
+        .bind(row.grid_step)
+        .bind(row.version)
+        .bind(row.charges)
+        .bind(row.mu_spent)
+        .bind(row.mu_spent)
+        .bind(row.mu_sq_spent)
+        .bind(row.delta_spent)
+        .bind(row.units)
+        .bind(row.exact_mu)
+        .bind(row.reserved)
+        .bind(&row.create_hash)
+        .bind(state)
+        .bind(&row.created_at)
+        .bind(&row.updated_at)
+        .execute(&mut *conn)
+        .await?;
+    Ok(res.rows_affected())
+}
+
+/// One append inside the caller's transaction (see [`Store::append`]).
+async fn append_in(
+    tx: &mut sqlx::PgConnection,
+    id: &str,
+    expected_version: i64,
+    entry: &EntryRow,
+    update: &DatasetUpdate,
+    state: Option<&[u8]>,
+) -> Result<i64, StoreError> {
+    let res = sqlx::query(&sql::numbered(sql::APPEND_UPDATE))
+        .bind(update.budget_mu)
+        .bind(update.budget_delta)
+        .bind(update.charges)
+        .bind(update.mu_spent)
+        .bind(update.mu_spent)
+        .bind(update.mu_sq_spent)
+        .bind(update.delta_spent)
+        .bind(update.units)
+        .bind(update.exact_mu)
+        .bind(update.reserved)
+        .bind(state)
+        .bind(&update.updated_at)
+        .bind(id)
+        .bind(expected_version)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+    if res.rows_affected() == 0 {
+        let exists = sqlx::query(&sql::numbered(sql::DATASET_EXISTS))
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        return Err(if exists.is_some() {
+            StoreError::VersionConflict
+        } else {
+            StoreError::NotFound
+        });
+    }
+    if let Some((charge_id, status)) = &update.settle {
+        let res = sqlx::query(&sql::numbered(sql::SETTLE))
+            .bind(status)
+            .bind(id)
+            .bind(charge_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+        if res.rows_affected() != 1 {
+            return Err(StoreError::VersionConflict);
+        }
+    }
+    for q in &update.quotas {
+        upsert_quota(&mut *tx, q).await.map_err(unavailable)?;
+    }
+    if let Some(a) = &update.audit {
+        insert_audit(&mut *tx, a).await.map_err(unavailable)?;
+    }
+    let seq = expected_version + 1;
+    if let Some(b) = &entry.shared {
+        sqlx::query(&sql::numbered(sql::SHARED_BODY_INSERT))
+            .bind(&b.digest)
+            .bind(&b.body)
+            .execute(&mut *tx)
+            .await
+            .map_err(unavailable)?;
+    }
+    let ins = sqlx::query(&sql::numbered(sql::ENTRY_INSERT))
+        .bind(id)
+        .bind(seq)
+        .bind(&entry.kind)
+        .bind(&entry.charge_id)
+        .bind(&entry.event)
+        .bind(&entry.label)
+        .bind(&entry.metadata)
+        .bind(&entry.idempotency_key)
+        .bind(&entry.request_hash)
+        .bind(entry.mu_after)
+        .bind(entry.unit_mu)
+        .bind(entry.unit_delta)
+        .bind(entry.budget_mu)
+        .bind(entry.budget_delta)
+        .bind(&entry.response)
+        .bind(&entry.ref_id)
+        .bind(&entry.run_id)
+        .bind(entry.chunk)
+        .bind(&entry.status)
+        .bind(&entry.principal)
+        .bind(&entry.quota)
+        .bind(&entry.created_at)
+        .execute(&mut *tx)
+        .await;
+    match ins {
+        Ok(_) => {}
+        Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateKey),
+        Err(e) => return Err(unavailable(e)),
+    }
+    Ok(seq)
+}
+
 /// Appends `d` to its chain inside the caller's transaction (see [`super::audit_hash`]).
 async fn insert_audit(conn: &mut sqlx::PgConnection, d: &AuditDraft) -> Result<(), sqlx::Error> {
     sqlx::query(&sql::numbered(sql::AUDIT_HEAD_INIT))
@@ -234,35 +369,22 @@ impl Store for PostgresStore {
         &self,
         row: &DatasetRow,
         state: &[u8],
+        partitioning: Option<&str>,
         audit: Option<&AuditDraft>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let res = sqlx::query(&sql::numbered(sql::DATASET_INSERT))
-            .bind(&row.id)
-            .bind(&row.description)
-            .bind(&row.neighboring_relation)
-            .bind(row.budget_mu)
-            .bind(row.budget_delta)
-            .bind(row.grid_step)
-            .bind(row.version)
-            .bind(row.charges)
-            .bind(row.mu_spent)
-            .bind(row.mu_spent)
-            .bind(row.mu_sq_spent)
-            .bind(row.delta_spent)
-            .bind(row.units)
-            .bind(row.exact_mu)
-            .bind(row.reserved)
-            .bind(&row.create_hash)
-            .bind(state)
-            .bind(&row.created_at)
-            .bind(&row.updated_at)
-            .execute(&mut *tx)
-            .await;
-        match res {
+        match insert_dataset(&mut tx, sql::DATASET_INSERT, row, state).await {
             Ok(_) => {}
             Err(e) if is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
             Err(e) => return Err(unavailable(e)),
+        }
+        if let Some(p) = partitioning {
+            sqlx::query(&sql::numbered(sql::PARTITIONING_SET))
+                .bind(p)
+                .bind(&row.id)
+                .execute(&mut *tx)
+                .await
+                .map_err(unavailable)?;
         }
         if let Some(a) = audit {
             insert_audit(&mut tx, a).await.map_err(unavailable)?;
@@ -387,56 +509,21 @@ impl Store for PostgresStore {
         state: Option<&[u8]>,
     ) -> Result<i64, StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let res = sqlx::query(&sql::numbered(sql::APPEND_UPDATE))
-            .bind(update.budget_mu)
-            .bind(update.budget_delta)
-            .bind(update.charges)
-            .bind(update.mu_spent)
-            .bind(update.mu_spent)
-            .bind(update.mu_sq_spent)
-            .bind(update.delta_spent)
-            .bind(update.units)
-            .bind(update.exact_mu)
-            .bind(update.reserved)
-            .bind(state)
-            .bind(&update.updated_at)
-            .bind(id)
-            .bind(expected_version)
-            .execute(&mut *tx)
-            .await
-            .map_err(unavailable)?;
-        if res.rows_affected() == 0 {
-            let exists = sqlx::query(&sql::numbered(sql::DATASET_EXISTS))
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(unavailable)?;
-            return Err(if exists.is_some() {
-                StoreError::VersionConflict
-            } else {
-                StoreError::NotFound
-            });
-        }
-        if let Some((charge_id, status)) = &update.settle {
-            let res = sqlx::query(&sql::numbered(sql::SETTLE))
-                .bind(status)
-                .bind(id)
-                .bind(charge_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(unavailable)?;
-            if res.rows_affected() != 1 {
-                return Err(StoreError::VersionConflict);
-            }
-        }
-        for q in &update.quotas {
-            upsert_quota(&mut tx, q).await.map_err(unavailable)?;
-        }
-        if let Some(a) = &update.audit {
-            insert_audit(&mut tx, a).await.map_err(unavailable)?;
-        }
-        let seq = expected_version + 1;
-        if let Some(b) = &entry.shared {
+        let seq = append_in(&mut tx, id, expected_version, entry, update, state).await?;
+        tx.commit().await.map_err(unavailable)?;
+        Ok(seq)
+    }
+
+    async fn append_many(
+        &self,
+        items: &[LedgerAppend],
+        shared: Option<&SharedBody>,
+    ) -> Result<(), StoreError> {
+        debug_assert!(items.windows(2).all(|w| w[0].id < w[1].id));
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        // The shared body's digest is the response's, unique to this charge: nobody else
+        // inserts it, so taking its index entry first cannot make anyone wait.
+        if let Some(b) = shared {
             sqlx::query(&sql::numbered(sql::SHARED_BODY_INSERT))
                 .bind(&b.digest)
                 .bind(&b.body)
@@ -444,38 +531,52 @@ impl Store for PostgresStore {
                 .await
                 .map_err(unavailable)?;
         }
-        let ins = sqlx::query(&sql::numbered(sql::ENTRY_INSERT))
-            .bind(id)
-            .bind(seq)
-            .bind(&entry.kind)
-            .bind(&entry.charge_id)
-            .bind(&entry.event)
-            .bind(&entry.label)
-            .bind(&entry.metadata)
-            .bind(&entry.idempotency_key)
-            .bind(&entry.request_hash)
-            .bind(entry.mu_after)
-            .bind(entry.unit_mu)
-            .bind(entry.unit_delta)
-            .bind(entry.budget_mu)
-            .bind(entry.budget_delta)
-            .bind(&entry.response)
-            .bind(&entry.ref_id)
-            .bind(&entry.run_id)
-            .bind(entry.chunk)
-            .bind(&entry.status)
-            .bind(&entry.principal)
-            .bind(&entry.quota)
-            .bind(&entry.created_at)
-            .execute(&mut *tx)
-            .await;
-        match ins {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateKey),
-            Err(e) => return Err(unavailable(e)),
+        // In increasing id order: every row lock (and a new block's index entry) is taken in the
+        // one global order, so two multi-ledger appends never wait on each other in a cycle.
+        for it in items {
+            if let Some((row, state)) = &it.create {
+                insert_dataset(&mut tx, sql::DATASET_INSERT_IF_ABSENT, row, state)
+                    .await
+                    .map_err(unavailable)?;
+            }
+            append_in(
+                &mut tx,
+                &it.id,
+                it.expected_version,
+                &it.entry,
+                &it.update,
+                it.state.as_deref().map(Vec::as_slice),
+            )
+            .await?;
         }
-        tx.commit().await.map_err(unavailable)?;
-        Ok(seq)
+        tx.commit().await.map_err(unavailable)
+    }
+
+    async fn partitioning(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let p: Option<Option<String>> = sqlx::query_scalar(&sql::numbered(sql::PARTITIONING_GET))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(p.flatten())
+    }
+
+    async fn list_blocks(
+        &self,
+        parent: &str,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<DatasetRow>, StoreError> {
+        let (lo, hi) = super::block_id_range(parent);
+        let rows = sqlx::query(&sql::numbered(sql::BLOCK_LIST))
+            .bind(&lo)
+            .bind(&hi)
+            .bind(after.unwrap_or(""))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(dataset_from_row).collect())
     }
 
     async fn convert(

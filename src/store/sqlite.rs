@@ -8,7 +8,8 @@ use super::sql;
 use super::sqlite_writer::{self as w, exec, Writer};
 use super::{
     migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow, DatasetUpdate,
-    EntryRow, GrantRow, QuotaRow, Store, StoreError, TokenRow, UnitRow, LATEST, MIGRATIONS,
+    EntryRow, GrantRow, LedgerAppend, QuotaRow, SharedBody, Store, StoreError, TokenRow, UnitRow,
+    LATEST, MIGRATIONS,
 };
 use async_trait::async_trait;
 use rusqlite::{params, Connection};
@@ -176,6 +177,64 @@ fn append_in(
     }
 }
 
+/// A dataset row by `stmt` ([`sql::DATASET_INSERT`] or its if-absent form); rows inserted.
+fn insert_dataset(
+    c: &Connection,
+    stmt: &str,
+    r: &DatasetRow,
+    state: &[u8],
+) -> Result<usize, rusqlite::Error> {
+    c.prepare_cached(stmt).and_then(|mut s| {
+        s.execute(params![
+            r.id,
+            r.description,
+            r.neighboring_relation,
+            r.budget_mu,
+            r.budget_delta,
+            r.grid_step,
+            r.version,
+            r.charges,
+            r.mu_spent,
+            r.mu_spent,
+            r.mu_sq_spent,
+            r.delta_spent,
+            r.units,
+            r.exact_mu,
+            r.reserved,
+            r.create_hash,
+            state,
+            r.created_at,
+            r.updated_at
+        ])
+    })
+}
+
+/// [`Store::append_many`] inside the writer's transaction: one savepoint for all the items, so
+/// the first failure rolls every one of them back.
+fn append_many_in(
+    c: &Connection,
+    items: &[LedgerAppend],
+    shared: Option<&SharedBody>,
+) -> Result<(), StoreError> {
+    if let Some(b) = shared {
+        exec(c, sql::SHARED_BODY_INSERT, params![b.digest, b.body])?;
+    }
+    for it in items {
+        if let Some((row, state)) = &it.create {
+            insert_dataset(c, sql::DATASET_INSERT_IF_ABSENT, row, state).map_err(w::unavailable)?;
+        }
+        append_in(
+            c,
+            &it.id,
+            it.expected_version,
+            &it.entry,
+            &it.update,
+            it.state.as_deref().map(Vec::as_slice),
+        )?;
+    }
+    Ok(())
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `url` (`sqlite://path`) and applies the
     /// schema (migrating an older file to [`LATEST`]).
@@ -294,38 +353,20 @@ impl Store for SqliteStore {
         &self,
         row: &DatasetRow,
         state: &[u8],
+        partitioning: Option<&str>,
         audit: Option<&AuditDraft>,
     ) -> Result<(), StoreError> {
         let (r, state, audit) = (row.clone(), state.to_vec(), audit.cloned());
+        let partitioning = partitioning.map(str::to_owned);
         self.writer
             .write(move |c| {
-                let inserted = c.prepare_cached(sql::DATASET_INSERT).and_then(|mut s| {
-                    s.execute(params![
-                        r.id,
-                        r.description,
-                        r.neighboring_relation,
-                        r.budget_mu,
-                        r.budget_delta,
-                        r.grid_step,
-                        r.version,
-                        r.charges,
-                        r.mu_spent,
-                        r.mu_spent,
-                        r.mu_sq_spent,
-                        r.delta_spent,
-                        r.units,
-                        r.exact_mu,
-                        r.reserved,
-                        r.create_hash,
-                        state,
-                        r.created_at,
-                        r.updated_at
-                    ])
-                });
-                match inserted {
+                match insert_dataset(c, sql::DATASET_INSERT, &r, &state) {
                     Ok(_) => {}
                     Err(e) if w::is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
                     Err(e) => return Err(w::unavailable(e)),
+                }
+                if let Some(p) = &partitioning {
+                    exec(c, sql::PARTITIONING_SET, params![p, r.id])?;
                 }
                 match &audit {
                     Some(a) => w::insert_audit(c, a),
@@ -456,6 +497,44 @@ impl Store for SqliteStore {
         self.writer
             .write(move |c| append_in(c, &id, expected_version, &entry, &update, state.as_deref()))
             .await
+    }
+
+    async fn append_many(
+        &self,
+        items: &[LedgerAppend],
+        shared: Option<&SharedBody>,
+    ) -> Result<(), StoreError> {
+        let (items, shared) = (items.to_vec(), shared.cloned());
+        self.writer
+            .write(move |c| append_many_in(c, &items, shared.as_ref()))
+            .await
+    }
+
+    async fn partitioning(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let p: Option<Option<String>> = sqlx::query_scalar(sql::PARTITIONING_GET)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(p.flatten())
+    }
+
+    async fn list_blocks(
+        &self,
+        parent: &str,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<DatasetRow>, StoreError> {
+        let (lo, hi) = super::block_id_range(parent);
+        let rows = sqlx::query(sql::BLOCK_LIST)
+            .bind(&lo)
+            .bind(&hi)
+            .bind(after.unwrap_or(""))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows.iter().map(dataset_from_row).collect())
     }
 
     fn append_queued(

@@ -9,6 +9,7 @@ mod crash;
 mod filter;
 mod gdp_extremes;
 mod oidc;
+mod partitions;
 mod pld;
 mod properties;
 mod replicas;

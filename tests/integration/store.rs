@@ -2,8 +2,8 @@
 
 use privacy_ledger::app::open_store;
 use privacy_ledger::store::{
-    audit_hash, AuditDraft, AuditQuery, DatasetRow, DatasetUpdate, EntryRow, QuotaRow, SharedBody,
-    Store, StoreError, AUDIT_GENESIS,
+    audit_hash, AuditDraft, AuditQuery, DatasetRow, DatasetUpdate, EntryRow, LedgerAppend,
+    QuotaRow, SharedBody, Store, StoreError, AUDIT_GENESIS,
 };
 use std::sync::Arc;
 
@@ -102,11 +102,11 @@ async fn contract(store: Arc<dyn Store>) {
     let id = format!("{p}-a");
     store.ping().await.unwrap();
     store
-        .create_dataset(&dataset(&id), b"s0", None)
+        .create_dataset(&dataset(&id), b"s0", None, None)
         .await
         .unwrap();
     assert_eq!(
-        store.create_dataset(&dataset(&id), b"s0", None).await,
+        store.create_dataset(&dataset(&id), b"s0", None, None).await,
         Err(StoreError::AlreadyExists)
     );
     assert_eq!(store.get_dataset(&id).await.unwrap().unwrap(), dataset(&id));
@@ -177,7 +177,7 @@ async fn contract(store: Arc<dyn Store>) {
     // that instead of reading the row back): every field, and quotas inserted or replaced.
     let qid = format!("{p}-q");
     store
-        .create_dataset(&dataset(&qid), b"s0", None)
+        .create_dataset(&dataset(&qid), b"s0", None, None)
         .await
         .unwrap();
     let quota = |principal: &str, mu: f64| privacy_ledger::store::QuotaRow {
@@ -298,7 +298,7 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(store.get_dataset(&id).await.unwrap().unwrap().version, 4);
 
     store
-        .create_dataset(&dataset(&format!("{p}-b")), b"", None)
+        .create_dataset(&dataset(&format!("{p}-b")), b"", None, None)
         .await
         .unwrap();
     let page = store
@@ -411,7 +411,7 @@ async fn contract(store: Arc<dyn Store>) {
     // whatever number of entries share them, found by digest.
     let sid = format!("{p}-shared");
     store
-        .create_dataset(&dataset(&sid), b"s0", None)
+        .create_dataset(&dataset(&sid), b"s0", None, None)
         .await
         .unwrap();
     let body = SharedBody::new(format!("{{\"report\": \"{p}\"}}"));
@@ -438,6 +438,99 @@ async fn contract(store: Arc<dyn Store>) {
         Some(body.body.as_str())
     );
     assert_eq!(store.shared_body(&lost.digest).await.unwrap(), None);
+    append_many_contract(&*store, &p).await;
+}
+
+/// `append_many`: all or nothing over several ledgers, creating blocks, the partitioning kept,
+/// blocks listed by their parent and hidden from the dataset list.
+async fn append_many_contract(store: &dyn Store, p: &str) {
+    let parent = format!("{p}-parted");
+    store
+        .create_dataset(&dataset(&parent), b"e", Some("{\"type\":\"named\"}"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.partitioning(&parent).await.unwrap().as_deref(),
+        Some("{\"type\":\"named\"}")
+    );
+    assert_eq!(store.partitioning(&format!("{p}-a")).await.unwrap(), None);
+    let (b1, b2) = (format!("{parent}@b1"), format!("{parent}@b2"));
+    let item = |id: &str, version: i64, create: bool, key: &str| LedgerAppend {
+        id: id.to_owned(),
+        expected_version: version,
+        create: create.then(|| (dataset(id), Arc::new(b"e".to_vec()))),
+        entry: entry(Some(key)),
+        update: update(version + 1, 0.1),
+        state: Some(Arc::new(b"s1".to_vec())),
+    };
+    let shared = SharedBody::new("{\"charge\":1}".into());
+    store
+        .append_many(
+            &[item(&b1, 0, true, "m1"), item(&b2, 0, true, "m1")],
+            Some(&shared),
+        )
+        .await
+        .unwrap();
+    for b in [&b1, &b2] {
+        let row = store.get_dataset(b).await.unwrap().unwrap();
+        assert_eq!((row.version, row.charges), (1, 1));
+        assert_eq!(
+            store.get_state(b).await.unwrap().unwrap(),
+            (1, b"s1".to_vec())
+        );
+        assert!(store.find_entry_by_key(b, "m1").await.unwrap().is_some());
+    }
+    assert_eq!(
+        store.shared_body(&shared.digest).await.unwrap().as_deref(),
+        Some(shared.body.as_str())
+    );
+    // b2 is at version 1, not 0: nothing is written, not even b1's entry or a new block b3.
+    let b3 = format!("{parent}@b3");
+    let lost = SharedBody::new("{\"charge\":2}".into());
+    assert_eq!(
+        store
+            .append_many(
+                &[
+                    item(&b1, 1, false, "m2"),
+                    item(&b2, 0, false, "m2"),
+                    item(&b3, 0, true, "m2")
+                ],
+                Some(&lost),
+            )
+            .await,
+        Err(StoreError::VersionConflict)
+    );
+    assert_eq!(store.get_dataset(&b1).await.unwrap().unwrap().version, 1);
+    assert!(store.find_entry_by_key(&b1, "m2").await.unwrap().is_none());
+    assert!(store.get_dataset(&b3).await.unwrap().is_none());
+    assert_eq!(store.shared_body(&lost.digest).await.unwrap(), None);
+    // A block another writer created meanwhile: the compare-and-swap at version 0 decides.
+    assert_eq!(
+        store.append_many(&[item(&b1, 0, true, "m3")], None).await,
+        Err(StoreError::VersionConflict)
+    );
+    // A reused key on one ledger refuses the whole append.
+    assert_eq!(
+        store
+            .append_many(
+                &[item(&b1, 1, false, "m4"), item(&b2, 1, false, "m1")],
+                None
+            )
+            .await,
+        Err(StoreError::DuplicateKey)
+    );
+    assert_eq!(store.get_dataset(&b1).await.unwrap().unwrap().version, 1);
+    // Blocks are listed by their parent, in order, and not among the datasets.
+    let blocks = store.list_blocks(&parent, None, 10).await.unwrap();
+    assert_eq!(
+        blocks.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        [b1.as_str(), b2.as_str()]
+    );
+    let after = store.list_blocks(&parent, Some(&b1), 10).await.unwrap();
+    assert_eq!(after.len(), 1);
+    let listed = store.list_datasets(Some(p), 1000, None).await.unwrap();
+    assert!(listed.iter().all(|r| !r.id.contains('@')));
+    assert!(listed.iter().any(|r| r.id == parent));
 }
 
 #[tokio::test]
@@ -466,7 +559,7 @@ async fn concurrent_appends_on_postgres_never_both_win() {
     let store = open_store(&url).await.unwrap();
     let id = format!("{}-race", uuid::Uuid::new_v4().simple());
     store
-        .create_dataset(&dataset(&id), b"", None)
+        .create_dataset(&dataset(&id), b"", None, None)
         .await
         .unwrap();
     let mut tasks = Vec::new();
@@ -500,7 +593,10 @@ async fn postgres_refuses_nul_text_as_an_invalid_value_not_an_outage() {
     let store = open_store(&url).await.unwrap();
     let mut row = dataset(&format!("{}-nul", uuid::Uuid::new_v4().simple()));
     row.description = "a\0b".into();
-    let e = store.create_dataset(&row, b"", None).await.unwrap_err();
+    let e = store
+        .create_dataset(&row, b"", None, None)
+        .await
+        .unwrap_err();
     assert!(
         matches!(e, privacy_ledger::store::StoreError::InvalidValue(_)),
         "{e:?}"
@@ -520,7 +616,7 @@ async fn sqlite_queued_appends_run_in_order_and_fail_after_a_failed_predecessor(
     let url = format!("sqlite://{}", dir.join("ledger.db").display());
     let store = open_store(&url).await.unwrap();
     store
-        .create_dataset(&dataset("q"), b"", None)
+        .create_dataset(&dataset("q"), b"", None, None)
         .await
         .unwrap();
     let queue = |version: i64, key: &str| {
@@ -557,7 +653,7 @@ async fn sqlite_group_commit_keeps_each_append_atomic_and_durable() {
     let url = format!("sqlite://{}", dir.join("ledger.db").display());
     let store = open_store(&url).await.unwrap();
     store
-        .create_dataset(&dataset("race"), b"", None)
+        .create_dataset(&dataset("race"), b"", None, None)
         .await
         .unwrap();
     let mut tasks = Vec::new();
@@ -580,7 +676,7 @@ async fn sqlite_group_commit_keeps_each_append_atomic_and_durable() {
     assert_eq!(wins, 1);
     for d in 0..16 {
         store
-            .create_dataset(&dataset(&format!("d{d}")), b"", None)
+            .create_dataset(&dataset(&format!("d{d}")), b"", None, None)
             .await
             .unwrap();
     }

@@ -299,7 +299,7 @@ fn text_ok(s: &str) -> bool {
 
 /// A dataset id from the path, checked as the API checks it.
 fn dataset_id(id: &str) -> Result<(), ApiError> {
-    crate::ledger::input::dataset_id(id, &crate::accountant::json::JsonPath::root())
+    crate::ledger::input::ledger_id(id, &crate::accountant::json::JsonPath::root())
         .map(|_| ())
         .map_err(|e| ApiError::invalid_param("path.id", e.reason))
 }

@@ -1,0 +1,672 @@
+//! Charges on several ledgers at once — the blocks of a partitioned dataset a query reads, several
+//! datasets a join reads, or both — admitted on all of them or on none, with one idempotency key.
+//!
+//! # How it stays atomic and deadlock-free
+//! - The ledgers are put in increasing id order. This process takes their locks in that order, and
+//!   the store's [`Store::append_many`] writes them in that order in one transaction (on
+//!   PostgreSQL each `UPDATE … WHERE version = $expected` takes the row lock in that order), so
+//!   two charges touching overlapping ledgers never wait on each other in a cycle, on one replica
+//!   or across several.
+//! - Every ledger is gated on the row and state read under those locks; the transaction's
+//!   compare-and-swap on every version makes the decision exact: if any ledger moved (a replica
+//!   charged it, or created the same new block), the whole transaction writes nothing and the
+//!   charge starts over from the store. A block that does not exist yet is gated as an empty
+//!   ledger with the dataset's per-block budget and is created by the same transaction.
+//! - A rejection by any ledger writes nothing to any ledger (only the rejection's audit record).
+//! - The idempotency key is stored on every ledger's entry; the ledger with the smallest id is
+//!   where a retry finds it (all or none of the entries exist).
+//!
+//! [`Store::append_many`]: crate::store::Store::append_many
+
+use super::filter::{Gate, Verdict};
+use super::input::{MultiChargeRequest, Target};
+use super::partition::{self, BlockSelector, Partitioning, MAX_BLOCKS};
+use super::{
+    admission, audit, blocking, budget_of, cost_of, exact_with, filter_of, grid_step_of, quotas,
+    rejection, relation_of, unchanged, unit_delta, view, Action, Actor, CertificateView,
+    ChargeOutcome, LedgerError, Ledgers,
+};
+use crate::accountant::certificate::{certify, Certificate, UnitDelta};
+use crate::accountant::composition::Composition;
+use crate::accountant::json::JsonPath;
+use crate::store::{DatasetRow, EntryRow, LedgerAppend, QuotaRow, SharedBody, StoreError};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// One ledger a charge is recorded on.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LedgerCharge {
+    /// The ledger: a dataset's id, or a block's `dataset@block`.
+    pub ledger_id: String,
+    pub dataset_id: String,
+    /// The block, on a partitioned dataset.
+    pub block: Option<String>,
+    /// The entry's position in this ledger.
+    pub seq: i64,
+    /// The unit's certificate (μᵢ, δᵢ) on this ledger (its own δ rule and filter).
+    pub unit: CertificateView,
+    /// This ledger's filter after the charge.
+    pub mu_spent: f64,
+    pub delta_spent: f64,
+    pub remaining_mu: f64,
+    pub remaining_delta: f64,
+    /// Whether this charge created the ledger (a block's first charge).
+    pub created: bool,
+}
+
+/// A charge recorded on several ledgers (`POST /v1/charges`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MultiCharge {
+    /// The charge's id, the same on every ledger it is recorded on.
+    pub id: String,
+    #[schema(value_type = Object)]
+    pub event: Value,
+    pub label: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+    pub idempotency_key: Option<String>,
+    /// In increasing `ledger_id` order.
+    pub ledgers: Vec<LedgerCharge>,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// The 201/200 body of `POST /v1/charges`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct MultiChargeBody {
+    pub charge: MultiCharge,
+}
+
+/// A block of a partitioned dataset and what it has spent (blocks nobody charged yet show their
+/// whole budget).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BlockView {
+    pub block: String,
+    pub ledger_id: String,
+    /// A time block's span `[start, end)` (RFC 3339); absent for named partitions.
+    pub start: Option<String>,
+    pub end: Option<String>,
+    /// Whether the block exists (has been charged).
+    pub exists: bool,
+    /// Past the retention horizon: no charge may name it.
+    pub read_only: bool,
+    pub budget: super::Budget,
+    pub mu_spent: f64,
+    pub delta_spent: f64,
+    pub remaining_mu: f64,
+    pub remaining_delta: f64,
+    pub units: i64,
+}
+
+/// `GET /v1/datasets/{id}/blocks`: blocks, and over a range what is left for all of them.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BlocksView {
+    #[schema(value_type = Object)]
+    pub partitioning: Value,
+    pub items: Vec<BlockView>,
+    /// Without a range: the cursor of the next page of existing blocks.
+    pub next: Option<String>,
+    /// With a range: the block with the least remaining μ (the one that decides a range
+    /// charge), and the least remaining μ and δ over the range.
+    pub tightest: Option<String>,
+    pub remaining_mu: Option<f64>,
+    pub remaining_delta: Option<f64>,
+}
+
+/// A ledger a charge names, resolved.
+#[derive(Debug, Clone)]
+struct Resolved {
+    dataset: String,
+    block: Option<String>,
+    /// A block's first row (from the dataset's per-block budget), used when it does not exist.
+    template: Option<DatasetRow>,
+}
+
+/// A ledger as read for one attempt.
+struct Part {
+    id: String,
+    spec: Resolved,
+    row: DatasetRow,
+    exists: bool,
+    gate: Gate,
+    quota_row: Option<QuotaRow>,
+    base: Arc<Composition>,
+}
+
+/// The first row of block `name` of `parent`: the dataset's per-block budget, relation and grid.
+fn block_template(parent: &DatasetRow, name: &str) -> DatasetRow {
+    let ts = super::now();
+    DatasetRow {
+        id: partition::block_id(&parent.id, name),
+        description: format!("block {name} of {}", parent.id),
+        version: 0,
+        charges: 0,
+        mu_spent: 0.0,
+        mu_sq_spent: Some(0.0),
+        delta_spent: Some(0.0),
+        units: Some(0),
+        exact_mu: Some(0.0),
+        reserved: Some(0),
+        create_hash: None,
+        created_at: ts.clone(),
+        updated_at: ts,
+        ..parent.clone()
+    }
+}
+
+fn invalid(e: crate::accountant::json::InputError) -> LedgerError {
+    LedgerError::Invalid(e.path, e.reason)
+}
+
+impl Ledgers {
+    /// A dataset's partitioning (`None`: not partitioned).
+    pub(super) async fn partitioning_of(
+        &self,
+        id: &str,
+    ) -> Result<Option<Partitioning>, LedgerError> {
+        match self.store.partitioning(id).await? {
+            None => Ok(None),
+            Some(s) => Partitioning::from_stored(&s)
+                .map(Some)
+                .map_err(|e| LedgerError::Corrupt(id.to_owned(), format!("partitioning: {e}"))),
+        }
+    }
+
+    /// The ledgers `targets` name, by id (authorised for spending, blocks checked against
+    /// retention); at most [`MAX_BLOCKS`].
+    async fn resolve(
+        &self,
+        actor: &Actor,
+        targets: &[Target],
+    ) -> Result<BTreeMap<String, Resolved>, LedgerError> {
+        let now = chrono::Utc::now();
+        let mut out = BTreeMap::new();
+        for (i, t) in targets.iter().enumerate() {
+            let path = JsonPath::root().field("datasets").index(i);
+            self.authorize(actor, &t.dataset, Action::Spend).await?;
+            let row = self.row(&t.dataset).await?;
+            match (self.partitioning_of(&t.dataset).await?, &t.blocks) {
+                (None, None) => {
+                    out.insert(
+                        t.dataset.clone(),
+                        Resolved {
+                            dataset: t.dataset.clone(),
+                            block: None,
+                            template: None,
+                        },
+                    );
+                }
+                (None, Some(_)) => {
+                    return Err(LedgerError::Invalid(
+                        path.field("blocks").to_string(),
+                        format!("dataset {:?} is not partitioned", t.dataset),
+                    ))
+                }
+                (Some(_), None) => {
+                    return Err(LedgerError::Invalid(
+                        path.to_string(),
+                        format!(
+                            "dataset {:?} is partitioned: name the blocks the query reads in \
+                             \"blocks\" or \"time_range\"",
+                            t.dataset
+                        ),
+                    ))
+                }
+                (Some(p), Some(sel)) => {
+                    for name in p.blocks(sel, &path).map_err(invalid)? {
+                        if let Some(why) = p.read_only(&name, now) {
+                            return Err(LedgerError::ReadOnly(why));
+                        }
+                        out.insert(
+                            partition::block_id(&t.dataset, &name),
+                            Resolved {
+                                dataset: t.dataset.clone(),
+                                template: Some(block_template(&row, &name)),
+                                block: Some(name),
+                            },
+                        );
+                    }
+                }
+            }
+            if out.len() > MAX_BLOCKS {
+                return Err(LedgerError::Invalid(
+                    "datasets".into(),
+                    format!("names more than {MAX_BLOCKS} ledgers (datasets and blocks)"),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Gates a unit on every ledger `req` names and records it on all of them, or on none.
+    /// See the module docs.
+    #[tracing::instrument(skip(self, actor, req), fields(targets = req.targets.len()))]
+    pub async fn charge_many(
+        &self,
+        actor: &Actor,
+        req: MultiChargeRequest,
+    ) -> Result<ChargeOutcome, LedgerError> {
+        let ledgers = self.resolve(actor, &req.targets).await?;
+        let first = ledgers.keys().next().cloned().ok_or_else(|| {
+            LedgerError::Invalid("datasets".into(), "must name at least one dataset".into())
+        })?;
+        let key = req.idempotency_key.as_deref();
+        if let Some(body) = self.replay(&first, key, &req.request_hash).await? {
+            return Ok(ChargeOutcome {
+                created: false,
+                body,
+            });
+        }
+        // In id order (see the module docs).
+        let mut guards = Vec::with_capacity(ledgers.len());
+        for id in ledgers.keys() {
+            guards.push(self.lock(id).await?);
+        }
+        let event_json = req.event.to_json();
+        for attempt in 0..super::MAX_ATTEMPTS as u32 {
+            super::back_off(attempt).await;
+            if attempt > 0 {
+                if let Some(body) = self.replay(&first, key, &req.request_hash).await? {
+                    return Ok(ChargeOutcome {
+                        created: false,
+                        body,
+                    });
+                }
+            }
+            let Some(parts) = self.read_parts(actor, &ledgers).await? else {
+                continue;
+            };
+            match self.try_many(actor, &req, &event_json, parts).await? {
+                Some(outcome) => return Ok(outcome),
+                None => continue,
+            }
+        }
+        Err(LedgerError::Busy)
+    }
+
+    /// Every ledger's row, quotas and composed state as the store has them now (`None` when a
+    /// ledger's state and row disagree on the version: another writer is between them).
+    async fn read_parts(
+        &self,
+        actor: &Actor,
+        ledgers: &BTreeMap<String, Resolved>,
+    ) -> Result<Option<Vec<Part>>, LedgerError> {
+        // Empty blocks of one (relation, grid step) share one empty state, so their exact
+        // compositions are computed once (see `try_many`).
+        let mut empty: HashMap<(String, u64), Arc<Composition>> = HashMap::new();
+        let mut parts = Vec::with_capacity(ledgers.len());
+        for (id, spec) in ledgers {
+            let existing = match self.store.get_dataset(id).await? {
+                Some(r) if r.mu_sq_spent.is_none() => Some(self.row(id).await?),
+                other => other,
+            };
+            let (row, exists) = match (existing, &spec.template) {
+                (Some(r), _) => (r, true),
+                (None, Some(t)) => (t.clone(), false),
+                (None, None) => return Err(LedgerError::NotFound(id.clone())),
+            };
+            let quotas = if exists {
+                self.store.list_quotas(id).await?
+            } else {
+                Vec::new()
+            };
+            let (gate, quota_row) = Self::gate_for(&row, &quotas, &actor.principal.name)?;
+            let base = if exists {
+                let (version, base) = self.state_and_version(&row).await?;
+                if version != row.version {
+                    return Ok(None);
+                }
+                base
+            } else {
+                let (relation, h) = (relation_of(&row)?, grid_step_of(&row)?);
+                empty
+                    .entry((row.neighboring_relation.clone(), h.get().to_bits()))
+                    .or_insert_with(|| Arc::new(Composition::new(relation, h)))
+                    .clone()
+            };
+            parts.push(Part {
+                id: id.clone(),
+                spec: spec.clone(),
+                row,
+                exists,
+                gate,
+                quota_row,
+                base,
+            });
+        }
+        Ok(Some(parts))
+    }
+
+    /// One attempt: gate every part, and if all admit, append on all. `None`: another writer
+    /// moved a ledger (start over).
+    async fn try_many(
+        &self,
+        actor: &Actor,
+        req: &MultiChargeRequest,
+        event_json: &Value,
+        parts: Vec<Part>,
+    ) -> Result<Option<ChargeOutcome>, LedgerError> {
+        let heavy = parts
+            .iter()
+            .any(|p| cost_of(&p.base, &req.event) == admission::Cost::Heavy);
+        let cost = if heavy {
+            admission::Cost::Heavy
+        } else {
+            admission::Cost::Light
+        };
+        let inputs: Vec<(Gate, Arc<Composition>, f64)> = parts
+            .iter()
+            .map(|p| (p.gate.clone(), p.base.clone(), p.gate.budget.delta()))
+            .collect();
+        let (event, own) = (req.event.clone(), req.delta);
+        let gated = blocking(&self.admission, cost, move || {
+            gate_all(&event, own, &inputs)
+        })
+        .await?;
+        // The first refusal, in id order, is the answer; nothing is written to any ledger.
+        for (p, (unit, verdict, _)) in parts.iter().zip(&gated) {
+            if let Verdict::Rejected(by, why) = verdict {
+                let mut r = rejection(&p.gate, *unit, by.clone(), why.clone());
+                r.dataset_id = Some(p.id.clone());
+                r.reason = format!("ledger {:?}: {}", p.id, r.reason);
+                let audit = audit::draft(actor, "unit.rejected", Some(&p.id), None)
+                    .before(&serde_json::json!({
+                        "mu_spent": p.gate.state.mu(), "delta_spent": p.gate.state.delta()
+                    }))
+                    .after(&serde_json::json!({
+                        "event": event_json, "unit": r.unit, "quota": r.quota,
+                        "reason": r.reason, "ledgers": parts.len()
+                    }))
+                    .done();
+                self.store.audit(&audit).await?;
+                return Err(LedgerError::BudgetExceeded(Box::new(r)));
+            }
+        }
+        let ts = super::now();
+        let charge_id = uuid::Uuid::now_v7().to_string();
+        let mut ledgers = Vec::with_capacity(parts.len());
+        for (p, (unit, verdict, _)) in parts.iter().zip(&gated) {
+            let Verdict::Admitted(after, _) = verdict else {
+                unreachable!("every refusal returned above")
+            };
+            ledgers.push(LedgerCharge {
+                ledger_id: p.id.clone(),
+                dataset_id: p.spec.dataset.clone(),
+                block: p.spec.block.clone(),
+                seq: p.row.version + 1,
+                unit: CertificateView {
+                    mu: unit.mu(),
+                    delta: unit.delta(),
+                },
+                mu_spent: after.mu(),
+                delta_spent: after.delta(),
+                remaining_mu: p.gate.budget.remaining_mu(after),
+                remaining_delta: p.gate.budget.remaining_delta(after),
+                created: !p.exists,
+            });
+        }
+        let body = serde_json::to_value(MultiChargeBody {
+            charge: MultiCharge {
+                id: charge_id.clone(),
+                event: event_json.clone(),
+                label: req.label.clone(),
+                metadata: req.metadata.clone(),
+                idempotency_key: req.idempotency_key.clone(),
+                ledgers,
+                created_at: ts.clone(),
+            },
+        })
+        .map_err(super::internal)?;
+        // The response is stored once; every ledger's entry refers to it.
+        let shared = SharedBody::new(body.to_string());
+        let stored = serde_json::json!({ SHARED_BODY: shared.digest }).to_string();
+        // States with one base share one serialisation.
+        let mut bytes: HashMap<usize, Arc<Vec<u8>>> = HashMap::new();
+        let mut empty_bytes: HashMap<usize, Arc<Vec<u8>>> = HashMap::new();
+        let mut items = Vec::with_capacity(parts.len());
+        let mut kept = Vec::with_capacity(parts.len());
+        for (p, (unit, verdict, exact)) in parts.iter().zip(gated) {
+            let Verdict::Admitted(after, share_after) = verdict else {
+                unreachable!("every refusal returned above")
+            };
+            let (state, exact_mu) = exact;
+            let state_bytes = bytes
+                .entry(Arc::as_ptr(&state) as usize)
+                .or_insert_with(|| Arc::new(state.to_bytes()))
+                .clone();
+            let entry = EntryRow {
+                seq: p.row.version + 1,
+                charge_id: Some(charge_id.clone()),
+                event: Some(event_json.to_string()),
+                label: req.label.clone(),
+                metadata: req.metadata.as_ref().map(Value::to_string),
+                idempotency_key: req.idempotency_key.clone(),
+                request_hash: Some(req.request_hash.clone()),
+                mu_after: Some(after.mu()),
+                unit_mu: Some(unit.mu()),
+                unit_delta: Some(unit.delta()),
+                response: Some(stored.clone()),
+                status: Some("committed".into()),
+                principal: Some(actor.principal.name.clone()),
+                quota: p.gate.share.as_ref().map(|s| s.holder.clone()),
+                ..EntryRow::new("charge", ts.clone())
+            };
+            let audit = audit::draft(actor, "unit.admitted", Some(&p.id), Some(&charge_id))
+                .before(&serde_json::json!({
+                    "mu_spent": p.gate.state.mu(), "delta_spent": p.gate.state.delta()
+                }))
+                .after(&serde_json::json!({
+                    "unit": CertificateView { mu: unit.mu(), delta: unit.delta() },
+                    "mu_spent": after.mu(), "delta_spent": after.delta(),
+                    "ledgers": parts.len(), "created": !p.exists
+                }))
+                .done();
+            let update = crate::store::DatasetUpdate {
+                charges: p.row.charges + 1,
+                exact_mu,
+                quotas: match (&p.quota_row, share_after) {
+                    (Some(q), Some(s)) => vec![quotas::charged(q, &s, &ts)],
+                    _ => Vec::new(),
+                },
+                audit: Some(audit),
+                ..unchanged(&p.row, &after, ts.clone())
+            };
+            let create = (!p.exists).then(|| {
+                let empty = empty_bytes
+                    .entry(Arc::as_ptr(&p.base) as usize)
+                    .or_insert_with(|| Arc::new(p.base.to_bytes()))
+                    .clone();
+                (p.row.clone(), empty)
+            });
+            kept.push((p.id.clone(), p.row.version, update.clone(), state));
+            items.push(LedgerAppend {
+                id: p.id.clone(),
+                expected_version: p.row.version,
+                create,
+                entry,
+                update,
+                state: Some(state_bytes),
+            });
+        }
+        let result = self.store.append_many(&items, Some(&shared)).await;
+        match result {
+            Ok(()) => {
+                for (id, version, update, state) in kept {
+                    self.keep(&id, version, &update, Some(state), &Ok(version + 1));
+                }
+                Ok(Some(ChargeOutcome {
+                    created: true,
+                    body,
+                }))
+            }
+            Err(StoreError::VersionConflict | StoreError::DuplicateKey) => {
+                for (id, ..) in &kept {
+                    self.forget(id);
+                }
+                Ok(None)
+            }
+            Err(StoreError::NotFound) => Err(LedgerError::NotFound(first_id(&items))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A partitioned dataset's blocks: a page of the existing ones, or every block `sel` names
+    /// (with what is left over them).
+    pub async fn list_blocks(
+        &self,
+        actor: &Actor,
+        id: &str,
+        sel: Option<BlockSelector>,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<BlocksView, LedgerError> {
+        self.authorize(actor, id, Action::Read).await?;
+        let parent = self.row(id).await?;
+        let p = self.partitioning_of(id).await?.ok_or_else(|| {
+            LedgerError::Invalid(
+                "path.id".into(),
+                format!("dataset {id:?} is not partitioned"),
+            )
+        })?;
+        let now = chrono::Utc::now();
+        let block_view = |name: &str, row: &DatasetRow, exists: bool| {
+            let f = filter_of(row)?;
+            let budget = budget_of(row)?;
+            let v = view(row, &f)?;
+            let span = p.span(name);
+            Ok::<_, LedgerError>(BlockView {
+                block: name.to_owned(),
+                ledger_id: row.id.clone(),
+                start: span.map(|s| s.0.to_rfc3339()),
+                end: span.map(|s| s.1.to_rfc3339()),
+                exists,
+                read_only: p.read_only(name, now).is_some(),
+                budget,
+                mu_spent: v.mu_spent,
+                delta_spent: v.delta_spent,
+                remaining_mu: v.remaining_mu,
+                remaining_delta: v.remaining_delta,
+                units: v.units,
+            })
+        };
+        let Some(sel) = sel else {
+            let after = after.map(|b| partition::block_id(id, b));
+            let rows = self
+                .store
+                .list_blocks(id, after.as_deref(), limit + 1)
+                .await?;
+            let more = rows.len() as i64 > limit;
+            let items = rows
+                .iter()
+                .take(limit as usize)
+                .map(|r| {
+                    let name = partition::split_block_id(&r.id).map_or("", |s| s.1);
+                    block_view(name, r, true)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let next = more
+                .then(|| items.last().map(|b| b.block.clone()))
+                .flatten();
+            return Ok(BlocksView {
+                partitioning: p.to_json(),
+                items,
+                next,
+                tightest: None,
+                remaining_mu: None,
+                remaining_delta: None,
+            });
+        };
+        let names = p.blocks(&sel, &JsonPath::root()).map_err(invalid)?;
+        let mut items = Vec::with_capacity(names.len());
+        for name in &names {
+            let bid = partition::block_id(id, name);
+            let item = match self.store.get_dataset(&bid).await? {
+                Some(r) => block_view(name, &r, true)?,
+                None => block_view(name, &block_template(&parent, name), false)?,
+            };
+            items.push(item);
+        }
+        let tightest = items
+            .iter()
+            .min_by(|a, b| a.remaining_mu.total_cmp(&b.remaining_mu))
+            .map(|b| b.block.clone());
+        let min = |f: fn(&BlockView) -> f64| items.iter().map(f).reduce(f64::min);
+        Ok(BlocksView {
+            partitioning: p.to_json(),
+            remaining_mu: min(|b| b.remaining_mu),
+            remaining_delta: min(|b| b.remaining_delta),
+            tightest,
+            items,
+            next: None,
+        })
+    }
+}
+
+/// The key of a stored response that is kept whole as a shared body.
+pub(super) const SHARED_BODY: &str = "$body";
+
+fn first_id(items: &[LedgerAppend]) -> String {
+    items.first().map(|i| i.id.clone()).unwrap_or_default()
+}
+
+/// Certifies `event` once per (relation, grid step) and gates it on every ledger; for those
+/// admitted, the exact composition with the unit (computed once per distinct base state) and
+/// its μ at the ledger's budget δ.
+#[allow(clippy::type_complexity)]
+fn gate_all(
+    event: &crate::accountant::Event,
+    own: Option<f64>,
+    inputs: &[(Gate, Arc<Composition>, f64)],
+) -> Result<Vec<(Certificate, Verdict, (Arc<Composition>, Option<f64>))>, LedgerError> {
+    let path = JsonPath::root().field("event");
+    let mut certified: HashMap<(bool, u64, (u8, u64)), Vec<Certificate>> = HashMap::new();
+    let mut exact: HashMap<(usize, u64), (Arc<Composition>, Option<f64>)> = HashMap::new();
+    let mut out = Vec::with_capacity(inputs.len());
+    for (gate, base, delta) in inputs {
+        let rule = unit_delta(&gate.budget, own);
+        let key = (
+            base.relation() == crate::accountant::NeighboringRelation::ReplaceOne,
+            base.grid_step().get().to_bits(),
+            match rule {
+                UnitDelta::Fixed(d) => (0u8, d.to_bits()),
+                UnitDelta::Auto(d) => (1u8, d.to_bits()),
+            },
+        );
+        let candidates = match certified.get(&key) {
+            Some(c) => c.clone(),
+            None => {
+                let c = certify(event, base.relation(), base.grid_step(), rule, &path)?;
+                certified.insert(key, c.clone());
+                c
+            }
+        };
+        let (verdict, unit) = gate.admits_first(&candidates);
+        let state = if verdict.admitted() {
+            let k = (Arc::as_ptr(base) as usize, delta.to_bits());
+            match exact.get(&k) {
+                Some(s) => s.clone(),
+                None => {
+                    let (c, mu) = exact_with(base, event, *delta)?;
+                    let s = (Arc::new(c), mu);
+                    exact.insert(k, s.clone());
+                    s
+                }
+            }
+        } else {
+            (base.clone(), None)
+        };
+        out.push((unit, verdict, state));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_shared_body_key_differs_from_the_report_key() {
+        assert_ne!(super::SHARED_BODY, super::super::SHARED);
+    }
+}
