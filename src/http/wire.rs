@@ -365,6 +365,12 @@ pub struct DatasetCalibrateRequest {
     #[schema(value_type = Object)]
     pub event: Value,
     pub free_parameter: FreeParameter,
+    /// On a partitioned dataset (required there): the blocks the query will read, by name (the
+    /// tightest block decides) …
+    #[schema(min_items = 1, max_items = 1000)]
+    pub blocks: Option<Vec<String>>,
+    /// … or as a time range.
+    pub time_range: Option<TimeRangeWire>,
 }
 
 /// `POST /v1/accountant/calibrate`.

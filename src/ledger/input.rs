@@ -578,6 +578,9 @@ pub fn parse_event(v: &Value, p: &JsonPath) -> Result<Event, InputError> {
 pub struct CalibrateRequest {
     pub event: Event,
     pub free_parameter: FreeParameter,
+    /// Dataset form, on a partitioned dataset: the blocks to calibrate against (the tightest
+    /// decides).
+    pub blocks: Option<super::partition::BlockSelector>,
     /// Stateless form only: the μ target, relation, δ slack and grid step.
     pub mu: Option<f64>,
     pub neighboring_relation: NeighboringRelation,
@@ -604,6 +607,7 @@ impl CalibrateRequest {
         let mut req = CalibrateRequest {
             event,
             free_parameter,
+            blocks: None,
             mu: None,
             neighboring_relation: NeighboringRelation::default(),
             delta_slack: DeltaSlack::default_slack(),
@@ -622,6 +626,8 @@ impl CalibrateRequest {
             if let Some(h) = grid_step_field(&mut f)? {
                 req.grid_step = h;
             }
+        } else {
+            req.blocks = super::partition::BlockSelector::from_fields(&mut f)?;
         }
         f.finish()?;
         Ok(req)

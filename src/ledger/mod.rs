@@ -748,28 +748,54 @@ fn calibrated(
     })
 }
 
-/// The gate as a calibration's judge: a candidate fits iff [`Budget::admits_first`] admits one of
-/// its certificates (the default δ rule) on the dataset's filter.
+/// The gate as a calibration's judge: a candidate fits iff [`Gate::admits_first`] admits one of
+/// its certificates (the default δ rule) on every ledger's filter — the dataset's, or on a
+/// partitioned dataset each block of the range (the tightest block decides).
 struct GateJudge {
     relation: NeighboringRelation,
     h: GridStep,
-    gate: Gate,
+    /// Each ledger's gate, with the block's name (`None`: the dataset itself). Not empty.
+    gates: Vec<(Option<String>, Gate)>,
 }
 
 impl GateJudge {
+    /// The first refusal (in ledger order), else the admitted unit with the largest μ.
     fn verdict(
         &self,
         event: &Event,
         path: &crate::accountant::json::JsonPath,
     ) -> Result<(Verdict, Certificate), AccountantError> {
-        let candidates = certify(
-            event,
-            self.relation,
-            self.h,
-            unit_delta(&self.gate.budget, None),
-            path,
-        )?;
-        Ok(self.gate.admits_first(&candidates))
+        // One certification per δ rule (blocks whose budgets differ may have different rules).
+        let mut certified: Vec<(u64, Vec<Certificate>)> = Vec::new();
+        let mut best: Option<(Verdict, Certificate)> = None;
+        for (_, gate) in &self.gates {
+            let rule = unit_delta(&gate.budget, None);
+            let key = gate.budget.delta().to_bits();
+            let candidates = match certified.iter().find(|(k, _)| *k == key) {
+                Some((_, c)) => c.clone(),
+                None => {
+                    let c = certify(event, self.relation, self.h, rule, path)?;
+                    certified.push((key, c.clone()));
+                    c
+                }
+            };
+            let (verdict, unit) = gate.admits_first(&candidates);
+            if !verdict.admitted() {
+                return Ok((verdict, unit));
+            }
+            if best.as_ref().is_none_or(|(_, u)| unit.mu() > u.mu()) {
+                best = Some((verdict, unit));
+            }
+        }
+        Ok(best.expect("a judge has at least one gate"))
+    }
+
+    /// The least remaining μ over the ledgers.
+    fn remaining_mu(&self) -> f64 {
+        self.gates
+            .iter()
+            .map(|(_, g)| g.remaining_mu())
+            .fold(f64::INFINITY, f64::min)
     }
 }
 
@@ -786,30 +812,41 @@ impl crate::accountant::calibrate::Judge for GateJudge {
     }
 
     fn reachable(&mut self) -> Result<(), AccountantError> {
-        if self.gate.remaining_mu() > 0.0 {
-            return Ok(());
+        for (block, gate) in &self.gates {
+            if gate.remaining_mu() > 0.0 {
+                continue;
+            }
+            let whose = match block {
+                Some(b) => format!("block {b:?}'s"),
+                None => "the dataset's".to_owned(),
+            };
+            let reason = match &gate.share {
+                Some(s) if s.budget.remaining_mu(&s.state) <= 0.0 => format!(
+                    "nothing fits: the quota {:?} (mu {}) is spent (mu spent {})",
+                    s.holder,
+                    s.budget.mu(),
+                    s.state.mu()
+                ),
+                _ => format!(
+                    "nothing fits: {whose} mu budget {} is spent (mu spent {})",
+                    gate.budget.mu(),
+                    gate.state.mu()
+                ),
+            };
+            return Err(AccountantError::Unsupported {
+                path: String::new(),
+                reason,
+            });
         }
-        let reason = match &self.gate.share {
-            Some(s) if s.budget.remaining_mu(&s.state) <= 0.0 => format!(
-                "nothing fits: the quota {:?} (mu {}) is spent (mu spent {})",
-                s.holder,
-                s.budget.mu(),
-                s.state.mu()
-            ),
-            _ => format!(
-                "nothing fits: the dataset's mu budget {} is spent (mu spent {})",
-                self.gate.budget.mu(),
-                self.gate.state.mu()
-            ),
-        };
-        Err(AccountantError::Unsupported {
-            path: String::new(),
-            reason,
-        })
+        Ok(())
     }
 
     fn spent(&mut self) -> Result<f64, AccountantError> {
-        Ok(self.gate.state.mu())
+        Ok(self
+            .gates
+            .iter()
+            .map(|(_, g)| g.state.mu())
+            .fold(0.0, f64::max))
     }
 }
 
@@ -1090,11 +1127,15 @@ impl Ledgers {
             Some(p) => p,
             None => {
                 let p = self.store.partitioning(id).await?.is_some();
-                self.partitioned.lock().expect("partitioned").insert(
-                    id.to_owned(),
-                    p,
-                    id.len() + 64,
-                );
+                // Kept only for a dataset that exists: one created later under this id may be
+                // partitioned.
+                if p || self.store.get_dataset(id).await?.is_some() {
+                    self.partitioned.lock().expect("partitioned").insert(
+                        id.to_owned(),
+                        p,
+                        id.len() + 64,
+                    );
+                }
                 p
             }
         };
@@ -2076,12 +2117,14 @@ impl Ledgers {
         use crate::accountant::calibrate::{calibrate_by, with_free_parameter};
         self.authorize(actor, id, Action::Spend).await?;
         let row = self.row(id).await?;
-        let (gate, _) = self.gate_now(&row, &actor.principal.name).await?;
+        let gates = self
+            .calibration_gates(actor, &row, req.blocks.as_ref())
+            .await?;
         let (relation, h) = (relation_of(&row)?, grid_step_of(&row)?);
         let cost = admission::Cost::light_if(analytic(&req.event, relation));
         blocking(&self.admission, cost, move || {
             let path = crate::accountant::json::JsonPath::root().field("event");
-            let mut judge = GateJudge { relation, h, gate };
+            let mut judge = GateJudge { relation, h, gates };
             let c = calibrate_by(&req.event, req.free_parameter, &mut judge, &path)?;
             let (event, unit) = if c.value > 0.0 {
                 let e = with_free_parameter(&req.event, req.free_parameter, c.value, &path)?;
@@ -2100,7 +2143,7 @@ impl Ledgers {
                 free_parameter: req.free_parameter.as_str().to_owned(),
                 value: c.value,
                 mu: unit.map_or(c.mu, |u| u.mu()),
-                mu_target: judge.gate.remaining_mu(),
+                mu_target: judge.remaining_mu(),
                 delta: unit.map_or(0.0, |u| u.delta()),
                 event,
                 evaluations: c.evaluations,

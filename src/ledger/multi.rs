@@ -175,15 +175,16 @@ impl Ledgers {
         }
     }
 
-    /// The ledgers `targets` name, by id (authorised for spending, blocks checked against
-    /// retention); at most [`MAX_BLOCKS`].
+    /// The ledgers `targets` name, by id (authorised for spending; at most [`MAX_BLOCKS`]), and
+    /// why the first read-only block among them may not be charged, if one is.
     async fn resolve(
         &self,
         actor: &Actor,
         targets: &[Target],
-    ) -> Result<BTreeMap<String, Resolved>, LedgerError> {
+    ) -> Result<(BTreeMap<String, Resolved>, Option<String>), LedgerError> {
         let now = chrono::Utc::now();
         let mut out = BTreeMap::new();
+        let mut read_only = None;
         for (i, t) in targets.iter().enumerate() {
             let path = JsonPath::root().field("datasets").index(i);
             self.authorize(actor, &t.dataset, Action::Spend).await?;
@@ -217,8 +218,8 @@ impl Ledgers {
                 }
                 (Some(p), Some(sel)) => {
                     for name in p.blocks(sel, &path).map_err(invalid)? {
-                        if let Some(why) = p.read_only(&name, now) {
-                            return Err(LedgerError::ReadOnly(why));
+                        if read_only.is_none() {
+                            read_only = p.read_only(&name, now);
                         }
                         out.insert(
                             partition::block_id(&t.dataset, &name),
@@ -238,7 +239,7 @@ impl Ledgers {
                 ));
             }
         }
-        Ok(out)
+        Ok((out, read_only))
     }
 
     /// Gates a unit on every ledger `req` names and records it on all of them, or on none.
@@ -249,16 +250,20 @@ impl Ledgers {
         actor: &Actor,
         req: MultiChargeRequest,
     ) -> Result<ChargeOutcome, LedgerError> {
-        let ledgers = self.resolve(actor, &req.targets).await?;
+        let (ledgers, read_only) = self.resolve(actor, &req.targets).await?;
         let first = ledgers.keys().next().cloned().ok_or_else(|| {
             LedgerError::Invalid("datasets".into(), "must name at least one dataset".into())
         })?;
         let key = req.idempotency_key.as_deref();
+        // A retry replays even once a block it charged has become read-only.
         if let Some(body) = self.replay(&first, key, &req.request_hash).await? {
             return Ok(ChargeOutcome {
                 created: false,
                 body,
             });
+        }
+        if let Some(why) = read_only {
+            return Err(LedgerError::ReadOnly(why));
         }
         // In id order (see the module docs).
         let mut guards = Vec::with_capacity(ledgers.len());
@@ -300,7 +305,9 @@ impl Ledgers {
         let mut parts = Vec::with_capacity(ledgers.len());
         for (id, spec) in ledgers {
             let existing = match self.store.get_dataset(id).await? {
-                Some(r) if r.mu_sq_spent.is_none() => Some(self.row(id).await?),
+                // `resolve` converted every version-1 ledger before the locks were taken (its
+                // conversion takes the same lock): one still unconverted is being written.
+                Some(r) if r.mu_sq_spent.is_none() => return Err(LedgerError::Busy),
                 other => other,
             };
             let (row, exists) = match (existing, &spec.template) {
@@ -369,7 +376,7 @@ impl Ledgers {
         // The first refusal, in id order, is the answer; nothing is written to any ledger.
         for (p, (unit, verdict, _)) in parts.iter().zip(&gated) {
             if let Verdict::Rejected(by, why) = verdict {
-                let mut r = rejection(&p.gate, *unit, by.clone(), why.clone());
+                let mut r = rejection(&p.gate, *unit, by.clone(), *why);
                 r.dataset_id = Some(p.id.clone());
                 r.reason = format!("ledger {:?}: {}", p.id, r.reason);
                 let audit = audit::draft(actor, "unit.rejected", Some(&p.id), None)
@@ -502,15 +509,79 @@ impl Ledgers {
                     body,
                 }))
             }
-            Err(StoreError::VersionConflict | StoreError::DuplicateKey) => {
+            Err(e @ (StoreError::VersionConflict | StoreError::DuplicateKey)) => {
                 for (id, ..) in &kept {
                     self.forget(id);
+                }
+                // The key is on some ledger already: the same request (committed concurrently)
+                // is replayed; another request's use of the key is a 422, not a retry.
+                if e == StoreError::DuplicateKey {
+                    for it in &items {
+                        let key = req.idempotency_key.as_deref();
+                        if let Some(body) = self.replay(&it.id, key, &req.request_hash).await? {
+                            return Ok(Some(ChargeOutcome {
+                                created: false,
+                                body,
+                            }));
+                        }
+                    }
                 }
                 Ok(None)
             }
             Err(StoreError::NotFound) => Err(LedgerError::NotFound(first_id(&items))),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The gates a calibration on `row` judges against: the dataset's own, or on a partitioned
+    /// dataset every block `blocks` names (uncharged ones empty, read-only ones refused).
+    pub(super) async fn calibration_gates(
+        &self,
+        actor: &Actor,
+        row: &DatasetRow,
+        blocks: Option<&BlockSelector>,
+    ) -> Result<Vec<(Option<String>, Gate)>, LedgerError> {
+        let id = row.id.as_str();
+        let partitioning = match partition::split_block_id(id) {
+            Some(_) => None,
+            None => self.partitioning_of(id).await?,
+        };
+        let (p, sel) = match (partitioning, blocks) {
+            (None, None) => {
+                let (gate, _) = self.gate_now(row, &actor.principal.name).await?;
+                return Ok(vec![(None, gate)]);
+            }
+            (None, Some(_)) => {
+                return Err(LedgerError::Invalid(
+                    "$.blocks".into(),
+                    format!("dataset {id:?} is not partitioned"),
+                ))
+            }
+            (Some(_), None) => {
+                return Err(LedgerError::Invalid(
+                    "$".into(),
+                    format!(
+                        "dataset {id:?} is partitioned: name the blocks to calibrate against in \
+                         \"blocks\" or \"time_range\""
+                    ),
+                ))
+            }
+            (Some(p), Some(sel)) => (p, sel),
+        };
+        let now = chrono::Utc::now();
+        let mut gates = Vec::new();
+        for name in p.blocks(sel, &JsonPath::root()).map_err(invalid)? {
+            if let Some(why) = p.read_only(&name, now) {
+                return Err(LedgerError::ReadOnly(why));
+            }
+            let bid = partition::block_id(id, &name);
+            let gate = match self.store.get_dataset(&bid).await? {
+                Some(r) => self.gate_now(&r, &actor.principal.name).await?.0,
+                None => Self::gate_for(&block_template(row, &name), &[], &actor.principal.name)?.0,
+            };
+            gates.push((Some(name), gate));
+        }
+        Ok(gates)
     }
 
     /// A partitioned dataset's blocks: a page of the existing ones, or every block `sel` names

@@ -4,7 +4,7 @@
 //! a fixed calendar width in a time zone, or named partitions (e.g. user-id ranges) — and a query
 //! is charged to exactly the blocks it reads (block composition: Lécuyer, Spahn, Vodrahalli,
 //! Geambasu & Hsu 2019, "Privacy Accounting and Quality Control in the Sage Differentiated
-//! Private ML Platform", SOSP, §4; Luo, Pan, Tholoniat, Cidon, Geambasu & Lécuyer 2021,
+//! Private ML Platform", SOSP; Luo, Pan, Tholoniat, Cidon, Geambasu & Lécuyer 2021,
 //! "Privacy Budget Scheduling", OSDI). Each block is a ledger of its own (id `parent@block`),
 //! created with the dataset's per-block budget by the first charge that reads it.
 //!
@@ -16,10 +16,10 @@
 //! both. So the whole adaptive sequence of charges is μ_B-GDP (with δ_B) for every record iff the
 //! charges that read each block pass that block's filter — which is what the gate checks
 //! (Σμᵢ² ≤ μ_B² per block; Smith & Thakurta 2022 for the adaptive filter; parallel composition for
-//! the disjoint blocks: McSherry 2009, "Privacy Integrated Queries", §2.4.2). This is
+//! the disjoint blocks: McSherry 2009, "Privacy Integrated Queries"). This is
 //! *event-level* (record-level) privacy. A *user* whose records span k blocks is protected only
-//! at the level of the k-fold composition of the blocks' guarantees (√k·μ_B under μ-GDP, by group
-//! privacy across blocks); user-level privacy needs user-disjoint blocks (a named partition by
+//! at the level of the k-fold composition of the blocks' guarantees (√k·μ_B under μ-GDP: Dong,
+//! Roth & Su, "Gaussian differential privacy", Corollary 2); user-level privacy needs user-disjoint blocks (a named partition by
 //! user id) or a per-user budget across blocks, which this partitioning does not provide.
 //!
 //! # Why new blocks are sound and a budget refresh is not

@@ -388,3 +388,74 @@ async fn bad_partitioned_requests_name_the_field() {
     let (_, r) = app.get("/v1/datasets/ev/blocks").await;
     assert_eq!(r["items"].as_array().unwrap().len(), 0, "{r}");
 }
+
+/// Calibration over a range is decided by the tightest block: with 0.8 spent on one block of
+/// three (μ budget 1), the largest Gaussian μ that fits all of them is √(1 − 0.8²) = 0.6, and a
+/// charge of the calibrated event over the range is admitted.
+#[tokio::test]
+async fn calibration_over_a_range_is_decided_by_the_tightest_block() {
+    let app = spawn_app().await;
+    daily(&app, "ev", 1.0, json!({})).await;
+    let (s, _) = charge(
+        &app,
+        json!({"datasets": [{"id": "ev", "blocks": ["2026-11-03"]}], "event": gdp(0.8)}),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, c) = app
+        .post(
+            "/v1/datasets/ev/calibrate",
+            json!({"event": {"type": "gaussian", "noise_multiplier": 1.0},
+                "free_parameter": "noise_multiplier", "time_range": days(2, 5)}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    // A Gaussian of noise multiplier σ is (1/σ)-GDP: σ ≥ 1/0.6, within the search's precision.
+    let sigma = c["value"].as_f64().unwrap();
+    assert!(sigma >= 1.0 / 0.6 && sigma < 1.0 / 0.6 * 1.001, "{c}");
+    assert!((c["mu_target"].as_f64().unwrap() - 0.6).abs() < 1e-9, "{c}");
+    let (s, b) = charge(
+        &app,
+        json!({"datasets": [{"id": "ev", "time_range": days(2, 5)}], "event": c["event"]}),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    // Without a range, a partitioned dataset cannot be calibrated against.
+    let (s, b) = app
+        .post(
+            "/v1/datasets/ev/calibrate",
+            json!({"event": {"type": "gaussian", "noise_multiplier": 1.0},
+                "free_parameter": "noise_multiplier"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+}
+
+/// An idempotency key already used on one of the ledgers (not the first) for another request is
+/// refused with 422, not retried into a 503.
+#[tokio::test]
+async fn a_key_used_by_another_request_on_any_ledger_is_refused() {
+    let app = spawn_app().await;
+    app.dataset("a1", 1.0).await;
+    app.dataset("b1", 1.0).await;
+    let (s, _) = app
+        .call(
+            "POST",
+            "/v1/datasets/b1/charges",
+            Some(&json!({"event": gdp(0.1)})),
+            &[("idempotency-key", "shared-key")],
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, b) = charge(
+        &app,
+        json!({"datasets": [{"id": "a1"}, {"id": "b1"}], "event": gdp(0.1)}),
+        Some("shared-key"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    let (_, a) = app.get("/v1/datasets/a1").await;
+    assert_eq!(a["charges"], 0);
+}

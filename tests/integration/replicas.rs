@@ -260,3 +260,103 @@ fn a_database_restart_gives_503s_then_recovers_without_loss_or_overspend() {
     assert!(d["mu_spent"].as_f64().unwrap() <= 1.0 + 1e-9);
     server.kill();
 }
+
+/// Range charges on a daily-partitioned dataset, overlapping in every way and joined with two
+/// plain datasets listed in different orders, sent to three replicas at once (issue 15): no
+/// request hangs or fails with a 5xx (no deadlock), no block or dataset admits more than fits,
+/// and every admitted charge is on every ledger it named (all or nothing).
+#[test]
+fn three_replicas_overlapping_range_charges_neither_deadlock_nor_overspend() {
+    let Some(url) = postgres_url() else {
+        eprintln!("skipped: set TEST_DATABASE_URL to run the multi-replica range-charge test");
+        return;
+    };
+    let replicas: Vec<Server> = (0..3).map(|_| Server::start(&url)).collect();
+    let addrs: Vec<_> = replicas.iter().map(|r| r.addr).collect();
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let (ev, ja, jb) = (
+        format!("ev-{tag}"),
+        format!("ja-{tag}"),
+        format!("jb-{tag}"),
+    );
+    let create = |body: serde_json::Value| {
+        let (s, b) = http(addrs[0], "POST", "/v1/datasets", Some(&body), None).unwrap();
+        assert_eq!(s, 201, "{b}");
+    };
+    create(json!({"id": ev, "budget": {"mu": 1.0},
+        "partitioning": {"type": "time", "width": "day"}}));
+    create(json!({"id": ja, "budget": {"mu": 1.0}}));
+    create(json!({"id": jb, "budget": {"mu": 1.0}}));
+    // Request i: days [s, s + n) of 2026-11-01 … 05, and maybe the join datasets, in an order
+    // that depends on i. Every ledger fits 16 charges of 0.25-GDP; 72 requests overfill them.
+    let request = |i: usize| -> (serde_json::Value, Vec<String>) {
+        let s = 1 + i % 5;
+        let n = (1 + (i * 7) % 3).min(6 - s);
+        let range = json!({"id": ev, "time_range": {
+            "from": format!("2026-11-{s:02}T00:00:00Z"),
+            "to": format!("2026-11-{:02}T00:00:00Z", s + n)}});
+        let mut ledgers: Vec<String> = (s..s + n).map(|d| format!("{ev}@2026-11-{d:02}")).collect();
+        let targets = match i % 4 {
+            0 => vec![range],
+            1 => {
+                ledgers.push(ja.clone());
+                vec![json!({"id": ja}), range]
+            }
+            2 => {
+                ledgers.extend([ja.clone(), jb.clone()]);
+                vec![json!({"id": jb}), range, json!({"id": ja})]
+            }
+            _ => {
+                ledgers.extend([ja.clone(), jb.clone()]);
+                vec![json!({"id": ja}), json!({"id": jb}), range]
+            }
+        };
+        (
+            json!({"datasets": targets, "event": {"type": "gdp", "mu": 0.25}}),
+            ledgers,
+        )
+    };
+    let admitted: Arc<std::sync::Mutex<Vec<Vec<String>>>> = Arc::default();
+    let threads: Vec<_> = (0..72)
+        .map(|i| {
+            let addr = addrs[i % 3];
+            let (body, ledgers) = request(i);
+            let admitted = admitted.clone();
+            std::thread::spawn(move || {
+                let key = format!("r{i}");
+                let started = std::time::Instant::now();
+                let (s, b) = http(addr, "POST", "/v1/charges", Some(&body), Some(&key)).unwrap();
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(20),
+                    "request {i} took {:?}",
+                    started.elapsed()
+                );
+                match s {
+                    201 => admitted.lock().unwrap().push(ledgers),
+                    409 => assert_eq!(b["error"], "budget_exceeded", "{b}"),
+                    _ => panic!("request {i}: unexpected {s}: {b}"),
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let admitted = admitted.lock().unwrap().clone();
+    assert!(!admitted.is_empty());
+    let mut all: Vec<String> = (1..=5).map(|d| format!("{ev}@2026-11-{d:02}")).collect();
+    all.extend([ja.clone(), jb.clone()]);
+    for id in &all {
+        let want = admitted.iter().filter(|l| l.contains(id)).count();
+        assert!(want <= 16, "{id}: {want} admitted charges");
+        for a in &addrs {
+            let (s, d) = http(*a, "GET", &format!("/v1/datasets/{id}"), None, None).unwrap();
+            assert_eq!(s, 200, "{id}: {d}");
+            assert_eq!(d["charges"].as_u64(), Some(want as u64), "{id}: {d}");
+            assert!(d["mu_spent"].as_f64().unwrap() <= 1.0 + 1e-9, "{id}: {d}");
+        }
+    }
+    for r in replicas {
+        r.kill();
+    }
+}

@@ -386,7 +386,8 @@ fn the_spec_states_the_limits_of_path_and_paging_parameters() {
                 let (name, schema) = (p["name"].as_str().unwrap(), &p["schema"]);
                 match (p["in"].as_str().unwrap(), name) {
                     ("path", "id") => {
-                        assert_eq!(schema["maxLength"], 128, "{path}");
+                        // A dataset id (128) or a block's, `dataset@block` (128 + 1 + 64).
+                        assert_eq!(schema["maxLength"], 193, "{path}");
                         assert!(schema["pattern"].is_string(), "{path}");
                     }
                     ("path", _) => assert!(schema["maxLength"].is_number(), "{path} {name}"),
