@@ -366,6 +366,14 @@ impl Ledgers {
         role: Option<&str>,
     ) -> Result<bool, LedgerError> {
         self.authorize(actor, id, Action::Administer).await?;
+        if let Some((parent, _)) = super::partition::split_block_id(id) {
+            // A block's grants are its dataset's (see `authorize`): one stored here would be
+            // shown and never consulted.
+            return Err(LedgerError::Invalid(
+                "path.id".into(),
+                format!("grants are held on the partitioned dataset {parent:?}, not on its blocks"),
+            ));
+        }
         self.row(id).await?;
         principal_name(principal).map_err(|r| LedgerError::Invalid("path.principal".into(), r))?;
         if let Some(r) = role {

@@ -58,7 +58,12 @@ pub struct DatasetPage {
     /// Whether older entries were left out.
     pub truncated: bool,
     pub quotas: Vec<QuotaView>,
+    /// A partitioned dataset's blocks charged so far (the first [`MAX_PAGE_BLOCKS`]).
+    pub blocks: Option<super::multi::BlocksView>,
 }
+
+/// Blocks a partitioned dataset's page lists.
+pub const MAX_PAGE_BLOCKS: i64 = 100;
 
 /// A charge as the units table and the spending chart show it (what `GET …/charges` lists,
 /// without the event, metadata and idempotency key).
@@ -164,7 +169,15 @@ impl Ledgers {
             }
             _ => None,
         };
+        let blocks = match dataset.partitioning {
+            Some(_) => Some(
+                self.list_blocks(actor, id, None, None, MAX_PAGE_BLOCKS)
+                    .await?,
+            ),
+            None => None,
+        };
         Ok(DatasetPage {
+            blocks,
             truncated: from > 0,
             card: self.card(dataset, last).await?,
             report,

@@ -169,6 +169,16 @@ impl NewDataset {
             None => None,
             Some((x, p)) => Some(super::partition::Partitioning::from_json(x, &p)?),
         };
+        if partitioning.is_some() && neighboring_relation == NeighboringRelation::ReplaceOne {
+            // Under replace-one a neighbour may move a record from one block to another: an
+            // add/remove in each of two blocks, which replace-one certificates do not bound.
+            return Err(InputError::new(
+                &root.field("neighboring_relation"),
+                "a partitioned dataset's relation must be add_or_remove_one: replacing a record \
+                 may move it between blocks (a removal from one and an addition to another), which \
+                 replace-one accounting does not cover",
+            ));
+        }
         f.finish()?;
         Ok(NewDataset {
             id,

@@ -1125,19 +1125,21 @@ impl Ledgers {
             .get(&id.to_owned());
         let partitioned = match kept {
             Some(p) => p,
-            None => {
-                let p = self.store.partitioning(id).await?.is_some();
-                // Kept only for a dataset that exists: one created later under this id may be
-                // partitioned.
-                if p || self.store.get_dataset(id).await?.is_some() {
+            // Existence and partitioning in one read (a dataset is created with its
+            // partitioning in one transaction): a dataset that does not exist yet is not found
+            // here, so the answer kept is never that of a dataset created afterwards.
+            None => match self.store.partitioning(id).await? {
+                None => return Err(LedgerError::NotFound(id.to_owned())),
+                Some(p) => {
+                    let p = p.is_some();
                     self.partitioned.lock().expect("partitioned").insert(
                         id.to_owned(),
                         p,
                         id.len() + 64,
                     );
+                    p
                 }
-                p
-            }
+            },
         };
         if partitioned {
             return refuse(&format!("dataset {id:?} is partitioned"));
@@ -1963,6 +1965,7 @@ impl Ledgers {
         req: ChargeRequest,
     ) -> Result<Preview, LedgerError> {
         self.authorize(actor, id, Action::Spend).await?;
+        self.single_ledger(id).await?;
         let row = self.row(id).await?;
         let (gate, _) = self.gate_now(&row, &actor.principal.name).await?;
         let (budget, filter) = (gate.budget, gate.state);

@@ -167,7 +167,7 @@ impl Ledgers {
         &self,
         id: &str,
     ) -> Result<Option<Partitioning>, LedgerError> {
-        match self.store.partitioning(id).await? {
+        match self.store.partitioning(id).await?.flatten() {
             None => Ok(None),
             Some(s) => Partitioning::from_stored(&s)
                 .map(Some)
@@ -273,13 +273,13 @@ impl Ledgers {
         let event_json = req.event.to_json();
         for attempt in 0..super::MAX_ATTEMPTS as u32 {
             super::back_off(attempt).await;
-            if attempt > 0 {
-                if let Some(body) = self.replay(&first, key, &req.request_hash).await? {
-                    return Ok(ChargeOutcome {
-                        created: false,
-                        body,
-                    });
-                }
+            // Under the locks, every attempt: a retry racing its original (on this replica or
+            // another) replays it instead of being gated after it.
+            if let Some(body) = self.replay(&first, key, &req.request_hash).await? {
+                return Ok(ChargeOutcome {
+                    created: false,
+                    body,
+                });
             }
             let Some(parts) = self.read_parts(actor, &ledgers).await? else {
                 continue;

@@ -9,18 +9,21 @@
 //! created with the dataset's per-block budget by the first charge that reads it.
 //!
 //! # Guarantee
-//! Under the add/remove-one or replace-one relation on *records*, each record lies in exactly one
-//! block (blocks are disjoint by construction: a time block by the record's timestamp, a named
-//! partition by the caller's key). A neighbouring pair of datasets therefore differs in one block
-//! only, and every mechanism that does not read that block has the same output distribution on
-//! both. So the whole adaptive sequence of charges is μ_B-GDP (with δ_B) for every record iff the
-//! charges that read each block pass that block's filter — which is what the gate checks
-//! (Σμᵢ² ≤ μ_B² per block; Smith & Thakurta 2022 for the adaptive filter; parallel composition for
-//! the disjoint blocks: McSherry 2009, "Privacy Integrated Queries"). This is
-//! *event-level* (record-level) privacy. A *user* whose records span k blocks is protected only
-//! at the level of the k-fold composition of the blocks' guarantees (√k·μ_B under μ-GDP: Dong,
-//! Roth & Su, "Gaussian differential privacy", Corollary 2); user-level privacy needs user-disjoint blocks (a named partition by
-//! user id) or a per-user budget across blocks, which this partitioning does not provide.
+//! Under the add/remove-one relation on *records* (the only one a partitioned dataset accepts:
+//! under replace-one a replacement could move a record between blocks, an add/remove in each),
+//! each record lies in exactly one block (blocks are disjoint by construction: a time block by the
+//! record's timestamp, a named partition by the caller's key). A neighbouring pair of datasets
+//! therefore differs in one block only, and every mechanism that does not read that block has the
+//! same output distribution on both. So the whole adaptive sequence of charges is μ_B-GDP (with
+//! δ_B) for every record if the charges that read each block pass that block's filter — which is
+//! what the gate checks (Σμᵢ² ≤ μ_B² per block; Smith & Thakurta 2022 for the adaptive filter;
+//! parallel composition for the disjoint blocks: McSherry 2009, "Privacy Integrated Queries").
+//! This is *event-level* (record-level) privacy. A *user* whose records span k blocks is
+//! protected only by group privacy over those k records: up to k·μ_B under μ-GDP (one charge may
+//! read all k blocks), √k·μ_B only if no charge reads more than one of them (Dong, Roth & Su,
+//! "Gaussian differential privacy", Corollary 2). User-level privacy needs user-disjoint blocks
+//! (a named partition by user id) with mechanisms calibrated to a user's whole contribution, or a
+//! per-user budget across blocks, which this partitioning does not provide.
 //!
 //! # Why new blocks are sound and a budget refresh is not
 //! A new block holds records no earlier query read: its fresh budget protects *those* records, and
@@ -167,8 +170,9 @@ impl Width {
 /// hour), and the end of the gap where it does not exist (a skipped hour).
 fn instant(zone: chrono_tz::Tz, t: NaiveDateTime) -> DateTime<Utc> {
     let mut t = t;
-    // A gap is at most a few hours in every zone; 48 quarter-hours leave room.
-    for _ in 0..48 {
+    // A gap is at most a day in every zone (Pacific/Apia skipped 2011-12-30 whole): 50 hours of
+    // quarter-hours leave room.
+    for _ in 0..200 {
         if let Some(x) = zone.from_local_datetime(&t).earliest() {
             return x.with_timezone(&Utc);
         }
@@ -277,9 +281,16 @@ impl BlockSelector {
 }
 
 fn parse_instant(s: &str) -> Result<DateTime<Utc>, String> {
-    DateTime::parse_from_rfc3339(s)
+    let t = DateTime::parse_from_rfc3339(s)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| format!("must be an RFC 3339 time such as 2026-11-23T00:00:00Z ({e})"))
+        .map_err(|e| format!("must be an RFC 3339 time such as 2026-11-23T00:00:00Z ({e})"))?;
+    // Block names are four-digit years (a year past 9999 would be spelt with a sign).
+    if !(1900..=9000).contains(&t.year()) {
+        return Err(format!(
+            "must be between the years 1900 and 9000, got {s:?}"
+        ));
+    }
+    Ok(t)
 }
 
 fn instant_field(v: &Value, p: &JsonPath) -> Result<DateTime<Utc>, InputError> {

@@ -241,6 +241,17 @@ impl Ledgers {
         req: QuotaRequest,
     ) -> Result<QuotaView, LedgerError> {
         self.authorize(actor, id, Action::Administer).await?;
+        // A quota on a partitioned dataset would bind no block (blocks are gated on their own
+        // filters, and a new block has no quota rows); one on a block, set after the charge that
+        // created it, would come too late. Refused rather than silently unenforced.
+        if super::partition::split_block_id(id).is_some()
+            || self.partitioning_of(id).await?.is_some()
+        {
+            return Err(LedgerError::Invalid(
+                "path.id".into(),
+                "quotas are not supported on partitioned datasets or their blocks".into(),
+            ));
+        }
         principal_name(principal).map_err(|r| LedgerError::Invalid("path.principal".into(), r))?;
         let share =
             Budget::share(req.mu, req.delta).map_err(|r| LedgerError::Invalid("body".into(), r))?;

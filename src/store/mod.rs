@@ -140,7 +140,14 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
                 WHERE run_id IS NOT NULL",
         ],
     ),
-    (7, &["ALTER TABLE datasets ADD COLUMN partitioning TEXT"]),
+    (
+        7,
+        &[
+            "ALTER TABLE datasets ADD COLUMN partitioning TEXT",
+            // Byte-wise order of ids, for a partitioned dataset's block range (`BLOCK_LIST`).
+            "CREATE INDEX IF NOT EXISTS datasets_id_bytes ON datasets (id COLLATE {C})",
+        ],
+    ),
 ];
 
 #[cfg(test)]
@@ -149,11 +156,13 @@ fn latest_is_the_last_migration() {
     assert_eq!(MIGRATIONS.last().map(|m| m.0), Some(LATEST));
 }
 
-/// A migration statement with the store's float, integer and auto-increment key type names.
-pub fn migration_sql(stmt: &str, float: &str, int: &str, serial: &str) -> String {
+/// A migration statement with the store's float, integer and auto-increment key type names and
+/// its byte-wise collation (SQLite `BINARY`, PostgreSQL `"C"`).
+pub fn migration_sql(stmt: &str, float: &str, int: &str, serial: &str, bytes: &str) -> String {
     stmt.replace("{F}", float)
         .replace("{I}", int)
         .replace("{SERIAL}", serial)
+        .replace("{C}", bytes)
 }
 
 /// SQL shared by both stores, with `?` placeholders ([`numbered`] makes PostgreSQL's `$n`).
@@ -274,14 +283,27 @@ pub mod sql {
         " FROM datasets WHERE id > ? AND id NOT LIKE '%@%' AND (? IS NULL OR id IN \
          (SELECT dataset_id FROM grants WHERE principal = ?)) ORDER BY id LIMIT ?"
     );
-    /// A page of a partitioned dataset's blocks in `[from, to)` after an id: the ids
-    /// `parent@…` are exactly those in [`parent@`, `parentA`) ('A' follows '@'), so the
-    /// primary key's index serves the range.
+    /// A page of a partitioned dataset's blocks after an id: the ids `parent@…` are exactly
+    /// those in [`parent@`, `parentA`) ('A' follows '@') *in byte order*, so every comparison
+    /// and the order are byte-wise (`COLLATE BINARY`; PostgreSQL's `"C"`, see
+    /// [`block_list_sql`]) — under a linguistic collation (e.g. en-US) `events1` would fall
+    /// inside `events`' range. PostgreSQL serves it from `datasets_id_bytes`, SQLite from the
+    /// primary key (BINARY already).
     pub const BLOCK_LIST: &str = concat!(
         "SELECT ",
         dataset_columns!(),
-        " FROM datasets WHERE id >= ? AND id < ? AND id > ? ORDER BY id LIMIT ?"
+        " FROM datasets WHERE id COLLATE BINARY >= ? AND id COLLATE BINARY < ? \
+         AND id COLLATE BINARY > ? ORDER BY id COLLATE BINARY LIMIT ?"
     );
+
+    /// [`BLOCK_LIST`] for an engine: PostgreSQL spells the byte-wise collation `"C"`.
+    pub fn block_list_sql(postgres: bool) -> String {
+        if postgres {
+            numbered(&BLOCK_LIST.replace("COLLATE BINARY", "COLLATE \"C\""))
+        } else {
+            BLOCK_LIST.to_owned()
+        }
+    }
     pub const ENTRY_BY_KEY: &str = concat!(
         "SELECT ",
         entry_columns!(),
@@ -831,8 +853,9 @@ pub trait Store: Send + Sync {
         partitioning: Option<&str>,
         audit: Option<&AuditDraft>,
     ) -> Result<(), StoreError>;
-    /// A dataset's partitioning as stored (`None`: not partitioned, or no such dataset).
-    async fn partitioning(&self, id: &str) -> Result<Option<String>, StoreError>;
+    /// A dataset's partitioning as stored, read with its existence in one query: `None` when
+    /// there is no such dataset, `Some(None)` when it is not partitioned.
+    async fn partitioning(&self, id: &str) -> Result<Option<Option<String>>, StoreError>;
     /// A partitioned dataset's blocks (rows with ids `parent@…`) by id, after `after`.
     async fn list_blocks(
         &self,

@@ -152,6 +152,7 @@ async fn migrate(conn: &mut sqlx::PgConnection, upto: i64) -> Result<(), StoreEr
                 "DOUBLE PRECISION",
                 "BIGINT",
                 "BIGSERIAL PRIMARY KEY",
+                "\"C\"",
             ))
             .execute(&mut *tx)
             .await
@@ -552,13 +553,12 @@ impl Store for PostgresStore {
         tx.commit().await.map_err(unavailable)
     }
 
-    async fn partitioning(&self, id: &str) -> Result<Option<String>, StoreError> {
-        let p: Option<Option<String>> = sqlx::query_scalar(&sql::numbered(sql::PARTITIONING_GET))
+    async fn partitioning(&self, id: &str) -> Result<Option<Option<String>>, StoreError> {
+        sqlx::query_scalar::<_, Option<String>>(&sql::numbered(sql::PARTITIONING_GET))
             .bind(id)
             .fetch_optional(&self.pool)
             .await
-            .map_err(unavailable)?;
-        Ok(p.flatten())
+            .map_err(unavailable)
     }
 
     async fn list_blocks(
@@ -568,7 +568,7 @@ impl Store for PostgresStore {
         limit: i64,
     ) -> Result<Vec<DatasetRow>, StoreError> {
         let (lo, hi) = super::block_id_range(parent);
-        let rows = sqlx::query(&sql::numbered(sql::BLOCK_LIST))
+        let rows = sqlx::query(&sql::block_list_sql(true))
             .bind(&lo)
             .bind(&hi)
             .bind(after.unwrap_or(""))

@@ -318,6 +318,7 @@ async fn migrate(pool: &SqlitePool, upto: i64) -> Result<(), StoreError> {
                         "REAL",
                         "INTEGER",
                         "INTEGER PRIMARY KEY AUTOINCREMENT",
+                        "BINARY",
                     ))
                     .execute(&mut *conn)
                     .await?;
@@ -510,13 +511,12 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn partitioning(&self, id: &str) -> Result<Option<String>, StoreError> {
-        let p: Option<Option<String>> = sqlx::query_scalar(sql::PARTITIONING_GET)
+    async fn partitioning(&self, id: &str) -> Result<Option<Option<String>>, StoreError> {
+        sqlx::query_scalar::<_, Option<String>>(sql::PARTITIONING_GET)
             .bind(id)
             .fetch_optional(&self.pool)
             .await
-            .map_err(unavailable)?;
-        Ok(p.flatten())
+            .map_err(unavailable)
     }
 
     async fn list_blocks(

@@ -385,6 +385,54 @@ async fn bad_partitioned_requests_name_the_field() {
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
         assert!(b["message"].as_str().unwrap().starts_with(field), "{b}");
     }
+    // Replace-one could move a record between blocks: refused for a partitioned dataset.
+    let (s, b) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "bad", "budget": {"mu": 1.0}, "neighboring_relation": "replace_one",
+                "partitioning": {"type": "named"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert!(
+        b["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("$.neighboring_relation"),
+        "{b}"
+    );
+    // Single-ledger paths that would spend or shape a partitioned dataset's budget are refused:
+    // a preview, a run, a quota (it would bind no block), a grant on a block (grants are the
+    // dataset's).
+    for (method, uri, body) in [
+        (
+            "POST",
+            "/v1/datasets/ev/charges/preview",
+            json!({"event": gdp(0.1)}),
+        ),
+        (
+            "POST",
+            "/v1/datasets/ev/runs",
+            json!({"event": gdp(0.1), "steps": 10}),
+        ),
+        (
+            "PUT",
+            "/v1/datasets/ev/quotas/bob",
+            json!({"mu": 0.5, "delta": 0.0}),
+        ),
+        (
+            "PUT",
+            "/v1/datasets/ev@2026-11-01/grants/bob",
+            json!({"role": "analyst"}),
+        ),
+    ] {
+        let (s, b) = app.call(method, uri, Some(&body), &[]).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{uri}: {b}");
+        assert!(
+            b["message"].as_str().unwrap().starts_with("path.id"),
+            "{uri}: {b}"
+        );
+    }
     let (_, r) = app.get("/v1/datasets/ev/blocks").await;
     assert_eq!(r["items"].as_array().unwrap().len(), 0, "{r}");
 }

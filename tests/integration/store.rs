@@ -450,10 +450,23 @@ async fn append_many_contract(store: &dyn Store, p: &str) {
         .await
         .unwrap();
     assert_eq!(
-        store.partitioning(&parent).await.unwrap().as_deref(),
-        Some("{\"type\":\"named\"}")
+        store.partitioning(&parent).await.unwrap(),
+        Some(Some("{\"type\":\"named\"}".to_owned()))
     );
-    assert_eq!(store.partitioning(&format!("{p}-a")).await.unwrap(), None);
+    assert_eq!(
+        store.partitioning(&format!("{p}-a")).await.unwrap(),
+        Some(None)
+    );
+    assert_eq!(
+        store.partitioning(&format!("{p}-none")).await.unwrap(),
+        None
+    );
+    // An id that a linguistic collation would sort among the blocks ('1' between '@' and 'A'
+    // when punctuation is ignored): never listed as one.
+    store
+        .create_dataset(&dataset(&format!("{parent}1")), b"e", None, None)
+        .await
+        .unwrap();
     let (b1, b2) = (format!("{parent}@b1"), format!("{parent}@b2"));
     let item = |id: &str, version: i64, create: bool, key: &str| LedgerAppend {
         id: id.to_owned(),

@@ -376,3 +376,37 @@ async fn pages_of_a_ledger_of_ten_thousand_units_render_in_under_200_ms() {
     assert!(b.contains(">10000<"), "the units figure");
     assert!(b.contains("upper envelope of 10000 units"));
 }
+
+/// A partitioned dataset's page lists its charged blocks with what each has left, linking to
+/// each block's own page.
+#[tokio::test]
+async fn a_partitioned_dataset_page_lists_its_blocks() {
+    let app = spawn_app().await;
+    let (s, b) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "ev", "budget": {"mu": 1.0},
+                "partitioning": {"type": "time", "width": "day"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (s, b) = app
+        .post(
+            "/v1/charges",
+            json!({"datasets": [{"id": "ev", "blocks": ["2026-11-02", "2026-11-03"]}],
+                "event": {"type": "gdp", "mu": 0.6}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let cookie = session(&app, &app.token).await;
+    let (s, html) = page(&app, &cookie, "/ui/datasets/ev").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(html.contains("id=\"blocks\""), "{html}");
+    assert!(html.contains("href=\"/ui/datasets/ev@2026-11-03\""));
+    // √(1 − 0.36) = 0.8 remaining in each block, shown rounded down (the sums are rounded up:
+    // μ spent 0.6 + 1 ulp shows as 0.6001).
+    assert!(html.contains("<td>0.7999</td>"), "{html}");
+    let (s, html) = page(&app, &cookie, "/ui/datasets/ev@2026-11-03").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(html.contains("ev@2026-11-03"));
+}

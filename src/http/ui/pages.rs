@@ -318,6 +318,37 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
                 }
                 p.more { (more_like(&p.card)) ", each charged on its own." }
             }
+            @if let Some(b) = &p.blocks {
+                section aria-labelledby="h-blocks" {
+                    h2 #h-blocks { "Blocks" }
+                    p.note { "A partitioned dataset: each block has the budget above as its own, and a query is charged to the blocks it reads (POST /v1/charges). Blocks appear once charged." }
+                    @if b.items.is_empty() {
+                        p.empty { "No block has been charged yet." }
+                    } @else {
+                        div.scroll {
+                            table #blocks {
+                                caption { (b.items.len()) " blocks" @if b.next.is_some() { " (the first " (crate::ledger::dashboard::MAX_PAGE_BLOCKS) "; GET /v1/datasets/" (d.id) "/blocks pages through all)" } }
+                                thead { tr {
+                                    th scope="col" { "block" } th scope="col" { "μ spent" } th scope="col" { "μ remaining" }
+                                    th scope="col" { "δ spent" } th scope="col" { "units" } th scope="col" { "" }
+                                } }
+                                tbody {
+                                    @for it in &b.items {
+                                        tr {
+                                            td { a href=(format!("/ui/datasets/{}", it.ledger_id)) { (it.block) } }
+                                            td { (num_up(it.mu_spent)) }
+                                            td { (num_down(it.remaining_mu)) }
+                                            td { (num_up(it.delta_spent)) }
+                                            td { (it.units) }
+                                            td { @if it.read_only { "read-only" } }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
             section aria-labelledby="h-spend" {
                 h2 #h-spend { "μ spent over time" }
                 p.note { "Each unit is a step; reserved units (not yet committed or released) are marked with a dot." }
