@@ -93,14 +93,19 @@ fn budget_mu(v: &Value, p: &JsonPath) -> Result<f64, InputError> {
     }
 }
 
-/// Checks a dataset id: 1–128 characters from [A-Za-z0-9._-], not starting with '.'.
-pub fn dataset_id(s: &str, path: &JsonPath) -> Result<String, InputError> {
-    let ok = !s.is_empty()
-        && s.len() <= 128
+/// Whether `s` is 1 to `max` characters from [A-Za-z0-9._-], not starting with '.' (the form of
+/// dataset ids and block names).
+pub(crate) fn is_name(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
         && !s.starts_with('.')
         && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if ok {
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Checks a dataset id: 1–128 characters from [A-Za-z0-9._-], not starting with '.'.
+pub fn dataset_id(s: &str, path: &JsonPath) -> Result<String, InputError> {
+    if is_name(s, 128) {
         Ok(s.to_owned())
     } else {
         Err(InputError::new(

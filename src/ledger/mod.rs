@@ -431,6 +431,37 @@ fn unchanged(row: &DatasetRow, f: &FilterState, updated_at: String) -> DatasetUp
     }
 }
 
+/// The row of a new, empty ledger (a dataset, or a block on its first charge) with `budget` and
+/// grid step `h`.
+fn empty_row(
+    id: String,
+    description: String,
+    relation: &str,
+    (budget, h): (Budget, GridStep),
+    create_hash: Option<String>,
+) -> DatasetRow {
+    let ts = now();
+    DatasetRow {
+        id,
+        description,
+        neighboring_relation: relation.to_owned(),
+        budget_mu: budget.mu(),
+        budget_delta: budget.delta(),
+        grid_step: h.get(),
+        version: 0,
+        charges: 0,
+        mu_spent: 0.0,
+        mu_sq_spent: Some(0.0),
+        delta_spent: Some(0.0),
+        units: Some(0),
+        exact_mu: Some(0.0),
+        reserved: Some(0),
+        create_hash,
+        created_at: ts.clone(),
+        updated_at: ts,
+    }
+}
+
 /// Records the gate's latency and outcome.
 fn record_gate(id: &str, started: Instant, result: &Result<ChargeOutcome, LedgerError>) {
     metrics::histogram!("privacy_ledger_gate_seconds").record(started.elapsed().as_secs_f64());
@@ -1409,27 +1440,14 @@ impl Ledgers {
         d: NewDataset,
     ) -> Result<(DatasetView, bool), LedgerError> {
         actor.principal.may(Action::Administer)?;
-        let ts = now();
         let f = FilterState::empty();
-        let row = DatasetRow {
-            id: d.id.clone(),
-            description: d.description,
-            neighboring_relation: d.neighboring_relation.as_str().to_owned(),
-            budget_mu: d.budget.mu(),
-            budget_delta: d.budget.delta(),
-            grid_step: d.grid_step.get(),
-            version: 0,
-            charges: 0,
-            mu_spent: 0.0,
-            mu_sq_spent: Some(0.0),
-            delta_spent: Some(0.0),
-            units: Some(0),
-            exact_mu: Some(0.0),
-            reserved: Some(0),
-            create_hash: Some(d.request_hash.clone()),
-            created_at: ts.clone(),
-            updated_at: ts,
-        };
+        let row = empty_row(
+            d.id.clone(),
+            d.description,
+            d.neighboring_relation.as_str(),
+            (d.budget, d.grid_step),
+            Some(d.request_hash.clone()),
+        );
         let state = Composition::new(d.neighboring_relation, d.grid_step).to_bytes();
         let partitioning = d
             .partitioning

@@ -137,24 +137,14 @@ struct Part {
 }
 
 /// The first row of block `name` of `parent`: the dataset's per-block budget, relation and grid.
-fn block_template(parent: &DatasetRow, name: &str) -> DatasetRow {
-    let ts = super::now();
-    DatasetRow {
-        id: partition::block_id(&parent.id, name),
-        description: format!("block {name} of {}", parent.id),
-        version: 0,
-        charges: 0,
-        mu_spent: 0.0,
-        mu_sq_spent: Some(0.0),
-        delta_spent: Some(0.0),
-        units: Some(0),
-        exact_mu: Some(0.0),
-        reserved: Some(0),
-        create_hash: None,
-        created_at: ts.clone(),
-        updated_at: ts,
-        ..parent.clone()
-    }
+fn block_template(parent: &DatasetRow, name: &str) -> Result<DatasetRow, LedgerError> {
+    Ok(super::empty_row(
+        partition::block_id(&parent.id, name),
+        format!("block {name} of {}", parent.id),
+        &parent.neighboring_relation,
+        (budget_of(parent)?, grid_step_of(parent)?),
+        None,
+    ))
 }
 
 fn invalid(e: crate::accountant::json::InputError) -> LedgerError {
@@ -225,7 +215,7 @@ impl Ledgers {
                             partition::block_id(&t.dataset, &name),
                             Resolved {
                                 dataset: t.dataset.clone(),
-                                template: Some(block_template(&row, &name)),
+                                template: Some(block_template(&row, &name)?),
                                 block: Some(name),
                             },
                         );
@@ -577,7 +567,7 @@ impl Ledgers {
             let bid = partition::block_id(id, &name);
             let gate = match self.store.get_dataset(&bid).await? {
                 Some(r) => self.gate_now(&r, &actor.principal.name).await?.0,
-                None => Self::gate_for(&block_template(row, &name), &[], &actor.principal.name)?.0,
+                None => Self::gate_for(&block_template(row, &name)?, &[], &actor.principal.name)?.0,
             };
             gates.push((Some(name), gate));
         }
@@ -656,7 +646,7 @@ impl Ledgers {
             let bid = partition::block_id(id, name);
             let item = match self.store.get_dataset(&bid).await? {
                 Some(r) => block_view(name, &r, true)?,
-                None => block_view(name, &block_template(&parent, name), false)?,
+                None => block_view(name, &block_template(&parent, name)?, false)?,
             };
             items.push(item);
         }
