@@ -57,6 +57,15 @@ fn describe_metrics() {
         Unit::Seconds,
         "Time to gate a unit: lock, accounting and durable append"
     );
+    describe_counter!(
+        "privacy_ledger_multi_charges_total",
+        "Charges on several ledgers (POST /v1/charges), by outcome (admitted, replayed, rejected, error)"
+    );
+    describe_histogram!(
+        "privacy_ledger_multi_charge_seconds",
+        Unit::Seconds,
+        "Time of a charge on several ledgers: locks, every ledger's gate and the one durable append"
+    );
     describe_histogram!(
         "privacy_ledger_accountant_seconds",
         Unit::Seconds,

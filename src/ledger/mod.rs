@@ -465,14 +465,18 @@ fn empty_row(
 /// Records the gate's latency and outcome.
 fn record_gate(id: &str, started: Instant, result: &Result<ChargeOutcome, LedgerError>) {
     metrics::histogram!("privacy_ledger_gate_seconds").record(started.elapsed().as_secs_f64());
-    let outcome = match result {
+    metrics::counter!("privacy_ledger_charges_total", "dataset" => id.to_owned(), "outcome" => outcome_of(result))
+        .increment(1);
+}
+
+/// A charge's outcome as the metrics label it.
+fn outcome_of(result: &Result<ChargeOutcome, LedgerError>) -> &'static str {
+    match result {
         Ok(o) if o.created => "admitted",
         Ok(_) => "replayed",
         Err(LedgerError::BudgetExceeded(_)) => "rejected",
         Err(_) => "error",
-    };
-    metrics::counter!("privacy_ledger_charges_total", "dataset" => id.to_owned(), "outcome" => outcome)
-        .increment(1);
+    }
 }
 
 /// How long a writer waits for a dataset's lock before checking that the store answers.

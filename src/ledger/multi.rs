@@ -234,8 +234,25 @@ impl Ledgers {
 
     /// Gates a unit on every ledger `req` names and records it on all of them, or on none.
     /// See the module docs.
+    ///
+    /// Metrics: `privacy_ledger_multi_charges_total{outcome}` and
+    /// `privacy_ledger_multi_charge_seconds` (no label per ledger: blocks grow without bound).
     #[tracing::instrument(skip(self, actor, req), fields(targets = req.targets.len()))]
     pub async fn charge_many(
+        &self,
+        actor: &Actor,
+        req: MultiChargeRequest,
+    ) -> Result<ChargeOutcome, LedgerError> {
+        let started = std::time::Instant::now();
+        let result = self.charge_many_inner(actor, req).await;
+        metrics::histogram!("privacy_ledger_multi_charge_seconds")
+            .record(started.elapsed().as_secs_f64());
+        metrics::counter!("privacy_ledger_multi_charges_total", "outcome" => super::outcome_of(&result))
+            .increment(1);
+        result
+    }
+
+    async fn charge_many_inner(
         &self,
         actor: &Actor,
         req: MultiChargeRequest,

@@ -347,6 +347,13 @@ async fn metrics_are_histograms_with_help_by_route_and_process() {
         )
         .await;
     assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = app
+        .post(
+            "/v1/charges",
+            json!({"datasets": [{"id": "m1"}], "event": {"type": "gdp", "mu": 0.1}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
     assert_eq!(app.get("/v1/datasets/m1").await.0, StatusCode::OK);
     assert_eq!(app.get("/v1/nowhere-at-all").await.0, StatusCode::NOT_FOUND);
     let (s, m) = app.get("/metrics").await;
@@ -362,6 +369,8 @@ async fn metrics_are_histograms_with_help_by_route_and_process() {
         "privacy_ledger_http_requests_total{method=\"GET\",route=\"/v1/datasets/{id}\",status=\"200\"}",
         "route=\"unmatched\",status=\"404\"",
         "# TYPE privacy_ledger_group_commit_size histogram",
+        "# TYPE privacy_ledger_multi_charge_seconds histogram",
+        "privacy_ledger_multi_charges_total{outcome=\"admitted\"}",
         "process_resident_memory_bytes",
         "process_cpu_seconds_total",
     ] {
