@@ -499,12 +499,12 @@ pub struct Ledgers {
     oidc: Option<Arc<oidc::Oidc>>,
     /// How much numerical work runs at once.
     admission: admission::Admission,
-    /// Whether a dataset is partitioned (fixed at its creation, and datasets are never deleted).
-    partitioned: Mutex<ByteCache<String, bool>>,
+    /// Datasets' partitionings (fixed at creation, and datasets are never deleted).
+    partitionings: Mutex<ByteCache<String, Option<partition::Partitioning>>>,
 }
 
-/// Bytes of kept "is it partitioned" answers: 1 MiB.
-const PARTITIONED_CACHE_BYTES: usize = 1 << 20;
+/// Bytes of kept partitionings: 1 MiB.
+const PARTITIONING_CACHE_BYTES: usize = 1 << 20;
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -783,6 +783,33 @@ fn calibrated(
     })
 }
 
+/// A unit's certificates, computed once per (relation, grid step, δ rule) for the ledgers that
+/// share them (the blocks of a range, the datasets of a join, a calibration's gates).
+#[derive(Default)]
+struct Certified(Vec<((NeighboringRelation, u64, UnitDelta), Vec<Certificate>)>);
+
+impl Certified {
+    /// [`certify`]'s candidates for `event` under `relation`, `h` and `rule`.
+    fn get(
+        &mut self,
+        event: &Event,
+        relation: NeighboringRelation,
+        h: GridStep,
+        rule: UnitDelta,
+        path: &crate::accountant::json::JsonPath,
+    ) -> Result<&[Certificate], AccountantError> {
+        let key = (relation, h.get().to_bits(), rule);
+        let i = match self.0.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.0.push((key, certify(event, relation, h, rule, path)?));
+                self.0.len() - 1
+            }
+        };
+        Ok(&self.0[i].1)
+    }
+}
+
 /// The gate as a calibration's judge: a candidate fits iff [`Gate::admits_first`] admits one of
 /// its certificates (the default δ rule) on every ledger's filter — the dataset's, or on a
 /// partitioned dataset each block of the range (the tightest block decides).
@@ -801,20 +828,12 @@ impl GateJudge {
         path: &crate::accountant::json::JsonPath,
     ) -> Result<(Verdict, Certificate), AccountantError> {
         // One certification per δ rule (blocks whose budgets differ may have different rules).
-        let mut certified: Vec<(u64, Vec<Certificate>)> = Vec::new();
+        let mut certified = Certified::default();
         let mut best: Option<(Verdict, Certificate)> = None;
         for (_, gate) in &self.gates {
             let rule = unit_delta(&gate.budget, None);
-            let key = gate.budget.delta().to_bits();
-            let candidates = match certified.iter().find(|(k, _)| *k == key) {
-                Some((_, c)) => c.clone(),
-                None => {
-                    let c = certify(event, self.relation, self.h, rule, path)?;
-                    certified.push((key, c.clone()));
-                    c
-                }
-            };
-            let (verdict, unit) = gate.admits_first(&candidates);
+            let candidates = certified.get(event, self.relation, self.h, rule, path)?;
+            let (verdict, unit) = gate.admits_first(candidates);
             if !verdict.admitted() {
                 return Ok((verdict, unit));
             }
@@ -1130,14 +1149,14 @@ impl Ledgers {
             reports: FilterReports::new(),
             oidc: None,
             admission: admission::Admission::new(admission::AdmissionConfig::default()),
-            partitioned: Mutex::new(ByteCache::new(PARTITIONED_CACHE_BYTES)),
+            partitionings: Mutex::new(ByteCache::new(PARTITIONING_CACHE_BYTES)),
         }
     }
 
     /// Refuses a single-ledger spend (a charge, a run) on a partitioned dataset or on a block:
     /// those are charged through [`Ledgers::charge_many`], which names the blocks, checks
-    /// retention and creates blocks on first use. The answer is kept per dataset (it never
-    /// changes), so the common case reads the store once per dataset.
+    /// retention and creates blocks on first use. [`Ledgers::partitioning_of`] keeps the answer,
+    /// so the common case reads the store once per dataset.
     async fn single_ledger(&self, id: &str) -> Result<(), LedgerError> {
         let refuse = |what: &str| {
             Err(LedgerError::Invalid(
@@ -1153,29 +1172,7 @@ impl Ledgers {
                 "{id:?} is a block of the partitioned dataset {parent:?}"
             ));
         }
-        let kept = self
-            .partitioned
-            .lock()
-            .expect("partitioned")
-            .get(&id.to_owned());
-        let partitioned = match kept {
-            Some(p) => p,
-            // Existence and partitioning in one read (a dataset is created with its
-            // partitioning in one transaction): a dataset that does not exist yet is not found
-            // here, so the answer kept is never that of a dataset created afterwards.
-            None => match self.store.partitioning(id).await? {
-                None => return Err(LedgerError::NotFound(id.to_owned())),
-                Some(p) => {
-                    let p = p.is_some();
-                    self.partitioned.lock().expect("partitioned").insert(
-                        id.to_owned(),
-                        p,
-                        id.len() + 64,
-                    );
-                    p
-                }
-            },
-        };
+        let partitioned = self.partitioning_of(id).await?.is_some();
         if partitioned {
             return refuse(&format!("dataset {id:?} is partitioned"));
         }

@@ -23,10 +23,10 @@ use super::input::{MultiChargeRequest, Target};
 use super::partition::{self, BlockSelector, Partitioning, MAX_BLOCKS};
 use super::{
     admission, audit, blocking, budget_of, cost_of, exact_with, filter_of, grid_step_of, quotas,
-    rejection, relation_of, unchanged, unit_delta, view, Action, Actor, CertificateView,
+    rejection, relation_of, unchanged, unit_delta, view, Action, Actor, CertificateView, Certified,
     ChargeOutcome, LedgerError, Ledgers,
 };
-use crate::accountant::certificate::{certify, Certificate, UnitDelta};
+use crate::accountant::certificate::Certificate;
 use crate::accountant::composition::Composition;
 use crate::accountant::json::JsonPath;
 use crate::store::{DatasetRow, EntryRow, LedgerAppend, QuotaRow, SharedBody, StoreError};
@@ -152,17 +152,36 @@ fn invalid(e: crate::accountant::json::InputError) -> LedgerError {
 }
 
 impl Ledgers {
-    /// A dataset's partitioning (`None`: not partitioned).
+    /// A dataset's partitioning (`None`: not partitioned; [`LedgerError::NotFound`] when there is
+    /// no such dataset). Kept once read: it is fixed at creation, and existence and partitioning
+    /// are read in one query (a dataset is created with its partitioning in one transaction), so
+    /// what is kept is never the answer for a dataset created afterwards.
     pub(super) async fn partitioning_of(
         &self,
         id: &str,
     ) -> Result<Option<Partitioning>, LedgerError> {
-        match self.store.partitioning(id).await?.flatten() {
-            None => Ok(None),
-            Some(s) => Partitioning::from_stored(&s)
-                .map(Some)
-                .map_err(|e| LedgerError::Corrupt(id.to_owned(), format!("partitioning: {e}"))),
+        let kept = self
+            .partitionings
+            .lock()
+            .expect("partitionings")
+            .get(&id.to_owned());
+        if let Some(p) = kept {
+            return Ok(p);
         }
+        let p =
+            match self.store.partitioning(id).await? {
+                None => return Err(LedgerError::NotFound(id.to_owned())),
+                Some(None) => None,
+                Some(Some(s)) => Some(Partitioning::from_stored(&s).map_err(|e| {
+                    LedgerError::Corrupt(id.to_owned(), format!("partitioning: {e}"))
+                })?),
+            };
+        self.partitionings.lock().expect("partitionings").insert(
+            id.to_owned(),
+            p.clone(),
+            id.len() + 128,
+        );
+        Ok(p)
     }
 
     /// The ledgers `targets` name, by id (authorised for spending; at most [`MAX_BLOCKS`]), and
@@ -262,16 +281,6 @@ impl Ledgers {
             LedgerError::Invalid("datasets".into(), "must name at least one dataset".into())
         })?;
         let key = req.idempotency_key.as_deref();
-        // A retry replays even once a block it charged has become read-only.
-        if let Some(body) = self.replay(&first, key, &req.request_hash).await? {
-            return Ok(ChargeOutcome {
-                created: false,
-                body,
-            });
-        }
-        if let Some(why) = read_only {
-            return Err(LedgerError::ReadOnly(why));
-        }
         // In id order (see the module docs).
         let mut guards = Vec::with_capacity(ledgers.len());
         for id in ledgers.keys() {
@@ -281,12 +290,16 @@ impl Ledgers {
         for attempt in 0..super::MAX_ATTEMPTS as u32 {
             super::back_off(attempt).await;
             // Under the locks, every attempt: a retry racing its original (on this replica or
-            // another) replays it instead of being gated after it.
+            // another) replays it instead of being gated after it; and a retry replays even once
+            // a block it charged has become read-only.
             if let Some(body) = self.replay(&first, key, &req.request_hash).await? {
                 return Ok(ChargeOutcome {
                     created: false,
                     body,
                 });
+            }
+            if let Some(why) = &read_only {
+                return Err(LedgerError::ReadOnly(why.clone()));
             }
             let Some(parts) = self.read_parts(actor, &ledgers).await? else {
                 continue;
@@ -363,17 +376,14 @@ impl Ledgers {
         event_json: &Value,
         parts: Vec<Part>,
     ) -> Result<Option<ChargeOutcome>, LedgerError> {
-        let heavy = parts
+        let cost = admission::Cost::light_if(
+            parts
+                .iter()
+                .all(|p| cost_of(&p.base, &req.event) == admission::Cost::Light),
+        );
+        let inputs: Vec<(Gate, Arc<Composition>)> = parts
             .iter()
-            .any(|p| cost_of(&p.base, &req.event) == admission::Cost::Heavy);
-        let cost = if heavy {
-            admission::Cost::Heavy
-        } else {
-            admission::Cost::Light
-        };
-        let inputs: Vec<(Gate, Arc<Composition>, f64)> = parts
-            .iter()
-            .map(|p| (p.gate.clone(), p.base.clone(), p.gate.budget.delta()))
+            .map(|p| (p.gate.clone(), p.base.clone()))
             .collect();
         let (event, own) = (req.event.clone(), req.delta);
         let gated = blocking(&self.admission, cost, move || {
@@ -441,7 +451,7 @@ impl Ledgers {
         let mut bytes: HashMap<usize, Arc<Vec<u8>>> = HashMap::new();
         let mut empty_bytes: HashMap<usize, Arc<Vec<u8>>> = HashMap::new();
         let mut items = Vec::with_capacity(parts.len());
-        let mut kept = Vec::with_capacity(parts.len());
+        let mut states = Vec::with_capacity(parts.len());
         for (p, (unit, verdict, exact)) in parts.iter().zip(gated) {
             let Verdict::Admitted(after, share_after) = verdict else {
                 unreachable!("every refusal returned above")
@@ -495,7 +505,7 @@ impl Ledgers {
                     .clone();
                 (p.row.clone(), empty)
             });
-            kept.push((p.id.clone(), p.row.version, update.clone(), state));
+            states.push(state);
             items.push(LedgerAppend {
                 id: p.id.clone(),
                 expected_version: p.row.version,
@@ -508,8 +518,9 @@ impl Ledgers {
         let result = self.store.append_many(&items, Some(&shared)).await;
         match result {
             Ok(()) => {
-                for (id, version, update, state) in kept {
-                    self.keep(&id, version, &update, Some(state), &Ok(version + 1));
+                for (it, state) in items.iter().zip(states) {
+                    let v = it.expected_version;
+                    self.keep(&it.id, v, &it.update, Some(state), &Ok(v + 1));
                 }
                 Ok(Some(ChargeOutcome {
                     created: true,
@@ -517,8 +528,8 @@ impl Ledgers {
                 }))
             }
             Err(e @ (StoreError::VersionConflict | StoreError::DuplicateKey)) => {
-                for (id, ..) in &kept {
-                    self.forget(id);
+                for it in &items {
+                    self.forget(&it.id);
                 }
                 // The key is on some ledger already: the same request (committed concurrently)
                 // is replayed; another request's use of the key is a 422, not a retry.
@@ -611,9 +622,7 @@ impl Ledgers {
         })?;
         let now = chrono::Utc::now();
         let block_view = |name: &str, row: &DatasetRow, exists: bool| {
-            let f = filter_of(row)?;
-            let budget = budget_of(row)?;
-            let v = view(row, &f)?;
+            let v = view(row, &filter_of(row)?)?;
             let span = p.span(name);
             Ok::<_, LedgerError>(BlockView {
                 block: name.to_owned(),
@@ -622,7 +631,7 @@ impl Ledgers {
                 end: span.map(|s| s.1.to_rfc3339()),
                 exists,
                 read_only: p.read_only(name, now).is_some(),
-                budget,
+                budget: v.budget,
                 mu_spent: v.mu_spent,
                 delta_spent: v.delta_spent,
                 remaining_mu: v.remaining_mu,
@@ -697,37 +706,23 @@ fn first_id(items: &[LedgerAppend]) -> String {
 fn gate_all(
     event: &crate::accountant::Event,
     own: Option<f64>,
-    inputs: &[(Gate, Arc<Composition>, f64)],
+    inputs: &[(Gate, Arc<Composition>)],
 ) -> Result<Vec<(Certificate, Verdict, (Arc<Composition>, Option<f64>))>, LedgerError> {
     let path = JsonPath::root().field("event");
-    let mut certified: HashMap<(bool, u64, (u8, u64)), Vec<Certificate>> = HashMap::new();
+    let mut certified = Certified::default();
     let mut exact: HashMap<(usize, u64), (Arc<Composition>, Option<f64>)> = HashMap::new();
     let mut out = Vec::with_capacity(inputs.len());
-    for (gate, base, delta) in inputs {
+    for (gate, base) in inputs {
         let rule = unit_delta(&gate.budget, own);
-        let key = (
-            base.relation() == crate::accountant::NeighboringRelation::ReplaceOne,
-            base.grid_step().get().to_bits(),
-            match rule {
-                UnitDelta::Fixed(d) => (0u8, d.to_bits()),
-                UnitDelta::Auto(d) => (1u8, d.to_bits()),
-            },
-        );
-        let candidates = match certified.get(&key) {
-            Some(c) => c.clone(),
-            None => {
-                let c = certify(event, base.relation(), base.grid_step(), rule, &path)?;
-                certified.insert(key, c.clone());
-                c
-            }
-        };
-        let (verdict, unit) = gate.admits_first(&candidates);
+        let candidates = certified.get(event, base.relation(), base.grid_step(), rule, &path)?;
+        let (verdict, unit) = gate.admits_first(candidates);
         let state = if verdict.admitted() {
+            let delta = gate.budget.delta();
             let k = (Arc::as_ptr(base) as usize, delta.to_bits());
             match exact.get(&k) {
                 Some(s) => s.clone(),
                 None => {
-                    let (c, mu) = exact_with(base, event, *delta)?;
+                    let (c, mu) = exact_with(base, event, delta)?;
                     let s = (Arc::new(c), mu);
                     exact.insert(k, s.clone());
                     s
