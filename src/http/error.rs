@@ -310,15 +310,43 @@ impl From<LedgerError> for ApiError {
                 StatusCode::CONFLICT,
                 "not_reserved",
                 format!(
-                    "charge {charge:?} is {status}: only a reserved unit can be committed or                      released"
+                    "charge {charge:?} is {status}: only a reserved unit can be started or \
+                     released, and only a reserved or started one committed"
                 ),
             )
             .with_details(json!({"charge_id": charge, "status": status})),
+            LedgerError::UnitStarted(c) => ApiError::new(
+                StatusCode::CONFLICT,
+                "unit_started",
+                format!(
+                    "charge {c:?} was started: its job has read the data, so its outcome (even a \
+                     failure, or its timing) may depend on it and a refund would break the \
+                     filter's guarantee; commit it"
+                ),
+            )
+            .with_details(json!({"charge_id": c})),
+            LedgerError::UnitReleased { charge, view } => ApiError::new(
+                StatusCode::CONFLICT,
+                "unit_released",
+                format!(
+                    "charge {charge:?}, which this request's Idempotency-Key reserved, was \
+                     released since and its budget refunded: run nothing on it; reserve a new \
+                     unit with a new key"
+                ),
+            )
+            .with_details(json!({"charge_id": charge, "charge": view})),
+            LedgerError::NotOwner(why) => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "not_owner",
+                why.clone(),
+            )
+            .with_details(json!({"reason": why})),
             LedgerError::OutputsReleased(c) => ApiError::new(
                 StatusCode::CONFLICT,
                 "outputs_released",
                 format!(
-                    "charge {c:?}: a unit whose outputs were released cannot be refunded (the                      filter's guarantee counts every unit whose outputs anyone saw); commit it"
+                    "charge {c:?}: a unit whose outputs were released cannot be refunded (the \
+                     filter's guarantee counts every unit whose outputs anyone saw); commit it"
                 ),
             )
             .with_details(json!({"charge_id": c})),

@@ -223,13 +223,45 @@ pub async fn run_chunk(
     Ok((created_or_ok(out.created), Json(out.body)))
 }
 
-/// Commit a reserved unit: it stays counted and joins the exact composition.
+/// Start a reserved unit: its job is about to read the data. From then on the unit can only be
+/// committed (409 `unit_started` on a release): a job that has read the data reveals something
+/// even by failing. Only the principal that reserved it, or an admin of the dataset giving a
+/// `reason`, may (403 `not_owner`). Starting a started unit changes nothing.
+#[utoipa::path(post, path = "/v1/datasets/{id}/charges/{charge_id}/start", tag = "charges",
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
+           ("charge_id" = String, Path, description = "Charge id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters, scoped to the caller, this operation and this charge", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+    request_body(content = Option<SettleRequestWire>, description = "Optional (no body, or null, is `{}`)"),
+    responses((status = 200, description = "Started", body = Settled),
+              (status = 409, description = "The charge is not reserved (`not_reserved`)", body = ErrorBody),
+              (status = 403, description = "Not the unit's owner (`not_owner`), or no right to spend", body = ErrorBody),
+              (status = 404, description = "No such dataset or charge", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn start_charge(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path((id, charge_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<Value>> {
+    let req = settle_request(&body, &charge_id, input::SettleKind::Start, &headers)?;
+    Ok(Json(
+        s.ledgers.start(&caller.0, &id, &charge_id, req).await?,
+    ))
+}
+
+/// Commit a reserved (or started) unit: it stays counted and joins the exact composition. Only the
+/// principal that reserved it, or an admin of the dataset giving a `reason`, may (403
+/// `not_owner`).
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges/{charge_id}/commit", tag = "charges",
     params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("charge_id" = String, Path, description = "Charge id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters, scoped to the caller, this operation and this charge", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+    request_body(content = Option<SettleRequestWire>, description = "Optional (no body, or null, is `{}`)"),
     responses((status = 200, description = "Committed", body = Settled),
-              (status = 409, description = "The charge is not reserved (`not_reserved`)", body = ErrorBody),
+              (status = 409, description = "The charge is neither reserved nor started (`not_reserved`)", body = ErrorBody),
+              (status = 403, description = "Not the unit's owner (`not_owner`), or no right to spend", body = ErrorBody),
               (status = 404, description = "No such dataset or charge", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -238,25 +270,43 @@ pub async fn commit_charge(
     State(s): State<AppState>,
     Path((id, charge_id)): Path<(String, String)>,
     headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> ApiResult<Json<Value>> {
-    let body = Value::Object(Default::default());
-    let req =
-        input::SettleRequest::from_json(&body, &charge_id, false, idempotency_key(&headers)?)?;
+    let req = settle_request(&body, &charge_id, input::SettleKind::Commit, &headers)?;
     Ok(Json(
         s.ledgers.commit(&caller.0, &id, &charge_id, req).await?,
     ))
 }
 
-/// Release a reserved unit none of whose outputs was released: the filter refunds its (μᵢ, δᵢ).
-/// The caller's statement is recorded in the ledger; `outputs_released: true` is refused (409
-/// `outputs_released`: commit the unit instead).
+/// A start, commit or release request from its optional body and headers.
+fn settle_request(
+    body: &axum::body::Bytes,
+    charge_id: &str,
+    kind: input::SettleKind,
+    headers: &HeaderMap,
+) -> ApiResult<input::SettleRequest> {
+    let body = optional_body(body)?;
+    Ok(input::SettleRequest::from_json(
+        &body,
+        charge_id,
+        kind,
+        idempotency_key(headers)?,
+    )?)
+}
+
+/// Release a reserved unit that was not started and none of whose outputs was released: the
+/// filter refunds its (μᵢ, δᵢ). The caller's statement is recorded in the ledger;
+/// `outputs_released: true` is refused (409 `outputs_released`), and so is a started unit (409
+/// `unit_started`): commit the unit instead. Only the principal that reserved it, or an admin of
+/// the dataset giving a `reason`, may (403 `not_owner`).
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges/{charge_id}/release", tag = "charges",
     params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("charge_id" = String, Path, description = "Charge id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters, scoped to the caller, this operation and this charge", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = ReleaseRequestWire,
     responses((status = 200, description = "Released and refunded", body = Settled),
-              (status = 409, description = "Not reserved (`not_reserved`), or outputs were released (`outputs_released`)", body = ErrorBody),
+              (status = 409, description = "Not reserved (`not_reserved`), started (`unit_started`), or outputs were released (`outputs_released`)", body = ErrorBody),
+              (status = 403, description = "Not the unit's owner (`not_owner`), or no right to spend", body = ErrorBody),
               (status = 404, description = "No such dataset or charge", body = ErrorBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
@@ -267,7 +317,8 @@ pub async fn release_charge(
     headers: HeaderMap,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Value>> {
-    let req = input::SettleRequest::from_json(&body, &charge_id, true, idempotency_key(&headers)?)?;
+    let kind = input::SettleKind::Release;
+    let req = input::SettleRequest::from_json(&body, &charge_id, kind, idempotency_key(&headers)?)?;
     Ok(Json(
         s.ledgers.release(&caller.0, &id, &charge_id, req).await?,
     ))

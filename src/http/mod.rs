@@ -233,6 +233,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::create_multi_charge))
         .routes(routes!(handlers::list_blocks))
         .routes(routes!(handlers::preview_charge))
+        .routes(routes!(handlers::start_charge))
         .routes(routes!(handlers::commit_charge))
         .routes(routes!(handlers::release_charge))
         .routes(routes!(handlers::declare_run))

@@ -219,6 +219,18 @@ pub struct ChunkRequestWire {
     /// chunk, so a retry without an Idempotency-Key never admits a second chunk.
     #[schema(minimum = 0)]
     pub chunk: Option<u64>,
+    /// Required when an admin takes a chunk of another principal's run: why (recorded).
+    #[schema(max_length = 1024)]
+    pub reason: Option<String>,
+}
+
+/// `POST /v1/datasets/{id}/charges/{charge_id}/start` and `/commit`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SettleRequestWire {
+    /// Required when an admin acts on another principal's unit: why (recorded).
+    #[schema(max_length = 1024)]
+    pub reason: Option<String>,
 }
 
 /// `POST /v1/datasets/{id}/charges/{charge_id}/release`.
@@ -226,15 +238,18 @@ pub struct ChunkRequestWire {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"outputs_released": false, "reason": "job cancelled before training"}))]
 pub struct ReleaseRequestWire {
-    /// `false` states that no output of the unit, nor anything computed from it, was seen by
-    /// anyone or any process — including the code deciding to release it — so the decision does
-    /// not depend on it (e.g. the job was cancelled before the mechanism ran). A refund needs
-    /// `false` (recorded in the ledger); with `true` the release is refused: commit the unit.
+    /// `false` states that the unit's job never started reading the data and no output of it,
+    /// nor anything computed from it, was seen by anyone or any process — including the code
+    /// deciding to release it — so the decision does not depend on it (e.g. the job was cancelled
+    /// before it ran). A refund needs `false` (recorded in the ledger); with `true` the release is
+    /// refused: commit the unit. A started unit cannot be released at all.
     pub outputs_released: bool,
+    /// Why; required when an admin releases another principal's unit (recorded).
+    #[schema(max_length = 1024)]
     pub reason: Option<String>,
 }
 
-/// The body of a commit or release.
+/// The body of a start, commit or release.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Settled {
     /// The charge with its new status.

@@ -383,12 +383,14 @@ pub struct ChunkRequest {
     /// The chunk the caller means (refused unless it is the next one): a retried request without
     /// an Idempotency-Key can then never admit a second chunk.
     pub chunk: Option<u64>,
+    /// An admin taking another principal's chunk says why (recorded).
+    pub reason: Option<String>,
     pub idempotency_key: Option<String>,
     pub request_hash: String,
 }
 
 impl ChunkRequest {
-    /// Parses `{reserve?, chunk?}` (an empty or absent body is `{}`).
+    /// Parses `{reserve?, chunk?, reason?}` (an empty or absent body is `{}`).
     pub fn from_json(
         v: &Value,
         run_id: &str,
@@ -401,61 +403,80 @@ impl ChunkRequest {
             None => None,
             Some((x, p)) => Some(json::integer(x, &p, 0)?),
         };
+        let reason = reason_field(&mut f)?;
         f.finish()?;
         Ok(ChunkRequest {
             reserve,
             chunk,
+            reason,
             idempotency_key,
             request_hash: request_hash(&format!("chunk {run_id}"), v),
         })
     }
 }
 
-/// `POST /v1/datasets/{id}/charges/{charge_id}/commit` and `/release`.
+/// An optional `reason`: at most 1024 bytes.
+fn reason_field(f: &mut Fields<'_>) -> Result<Option<String>, InputError> {
+    match f.optional("reason") {
+        None => Ok(None),
+        Some((x, p)) => {
+            let s = json::string(x, &p)?;
+            if s.len() > 1024 {
+                return Err(InputError::new(&p, "must be at most 1024 bytes"));
+            }
+            Ok(Some(s.to_owned()))
+        }
+    }
+}
+
+/// What `POST /v1/datasets/{id}/charges/{charge_id}/…` does to a reserved unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettleKind {
+    Start,
+    Commit,
+    Release,
+}
+
+/// `POST /v1/datasets/{id}/charges/{charge_id}/start`, `/commit` and `/release`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SettleRequest {
-    /// Release only: the caller's statement. `false` means no output of the unit, nor anything
-    /// computed from it, was seen by anyone or any process — including the code deciding to
-    /// release — so the decision does not depend on it (a refund is refused otherwise); recorded
-    /// in the ledger.
+    /// Release only: the caller's statement. `false` means the unit's job never started reading
+    /// the data, and no output of it, nor anything computed from it, was seen by anyone or any
+    /// process — including the code deciding to release — so the decision does not depend on it
+    /// (a refund is refused otherwise); recorded in the ledger.
     pub outputs_released: Option<bool>,
+    /// Why: a release's reason, or an admin's reason for acting on another principal's unit.
     pub reason: Option<String>,
     pub idempotency_key: Option<String>,
     pub request_hash: String,
 }
 
 impl SettleRequest {
-    /// Parses a commit body `{}` (`release = false`) or a release body
-    /// `{outputs_released, reason?}` (`release = true`; `outputs_released` is required there).
+    /// Parses a start or commit body `{reason?}` or a release body `{outputs_released,
+    /// reason?}` (`outputs_released` is required there).
     pub fn from_json(
         v: &Value,
         charge_id: &str,
-        release: bool,
+        kind: SettleKind,
         idempotency_key: Option<String>,
     ) -> Result<Self, InputError> {
         let root = JsonPath::root();
         let mut f = Fields::new(v, &root)?;
-        let (outputs_released, reason) = if release {
+        let outputs_released = if kind == SettleKind::Release {
             let (x, p) = f.required("outputs_released")?;
-            let o = x.as_bool().ok_or_else(|| {
+            Some(x.as_bool().ok_or_else(|| {
                 InputError::new(&p, format!("must be true or false, got {}", json::kind(x)))
-            })?;
-            let reason = match f.optional("reason") {
-                None => None,
-                Some((x, p)) => {
-                    let s = json::string(x, &p)?;
-                    if s.len() > 1024 {
-                        return Err(InputError::new(&p, "must be at most 1024 bytes"));
-                    }
-                    Some(s.to_owned())
-                }
-            };
-            (Some(o), reason)
+            })?)
         } else {
-            (None, None)
+            None
         };
+        let reason = reason_field(&mut f)?;
         f.finish()?;
-        let op = if release { "release" } else { "commit" };
+        let op = match kind {
+            SettleKind::Start => "start",
+            SettleKind::Commit => "commit",
+            SettleKind::Release => "release",
+        };
         Ok(SettleRequest {
             outputs_released,
             reason,

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod dashboard;
 pub mod filter;
 pub mod input;
+pub mod keys;
 pub mod multi;
 pub mod oidc;
 pub mod partition;
@@ -65,6 +66,10 @@ pub const GATE_CACHE_BYTES: usize = 16 << 20;
 struct GateInputs {
     row: DatasetRow,
     quotas: Vec<crate::store::QuotaRow>,
+    /// The ledger holds idempotency keys stored before keys were scoped ([`keys`]): a keyed
+    /// request is then checked for a replay in the store first (the unique index, which the
+    /// kept inputs rely on, does not see a scoped key's legacy twin).
+    legacy_keys: bool,
 }
 
 impl GateInputs {
@@ -157,6 +162,14 @@ pub enum LedgerError {
     NotReserved { charge: String, status: String },
     #[error("charge {0:?}: a unit whose outputs were released cannot be refunded; commit it")]
     OutputsReleased(String),
+    #[error("charge {0:?}: its job has started reading the data; it can only be committed")]
+    UnitStarted(String),
+    /// A replayed request whose unit was released since: its budget was refunded.
+    #[error("charge {charge:?} was released (refunded); run nothing on it")]
+    UnitReleased { charge: String, view: Box<Value> },
+    /// Someone other than the unit's (or run's) owner acting on it without an admin's reason.
+    #[error("{0}")]
+    NotOwner(String),
     #[error("run {0:?} has no chunk left to admit")]
     RunComplete(String),
     #[error("run {run:?}: the request names chunk {asked}, the next one is {next:?}")]
@@ -295,8 +308,9 @@ pub struct ChargeView {
     pub unit: Option<Certificate>,
     /// μ spent under the filter after this charge.
     pub mu_after: Option<f64>,
-    /// `committed`, `reserved` (counted by the filter; commit or release it) or `released`
-    /// (refunded: the caller stated no output of it was released).
+    /// `committed`, `reserved` (counted by the filter; start, commit or release it), `started`
+    /// (its job reads the data: counted, commit it) or `released` (refunded: the caller stated
+    /// no output of it was released). A replay answers the unit's status now.
     #[schema(value_type = schema::ChargeStatus)]
     pub status: String,
     /// The run this charge is a chunk of, and its index.
@@ -319,7 +333,8 @@ pub struct EntryView {
     pub settles: Option<String>,
     /// Run declarations: the run.
     pub run_id: Option<String>,
-    /// Release entries: what the caller stated (`outputs_released`, `reason`).
+    /// Release entries: what the caller stated (`outputs_released`, `reason`); release, commit and
+    /// start entries by an admin for another principal: `for` (the owner) and `reason`.
     #[schema(value_type = Option<Object>)]
     pub statement: Option<Value>,
     /// Who made the entry (absent on entries older than principals).
@@ -404,11 +419,13 @@ struct UnitRequest {
     delta: Option<f64>,
     label: Option<String>,
     metadata: Option<Value>,
-    idempotency_key: Option<String>,
+    idempotency_key: Option<keys::IdemKey>,
     request_hash: String,
     reserve: bool,
     /// The run and the chunk's index.
     run: Option<(String, i64)>,
+    /// An admin taking another principal's chunk: (the run's owner, the admin's reason).
+    on_behalf: Option<(String, String)>,
 }
 
 /// The dataset fields of an append that changes neither the budget nor the counts: the filter
@@ -577,7 +594,10 @@ fn charge_view(e: &EntryRow) -> ChargeView {
         event: parse(&e.event).unwrap_or(Value::Null),
         label: e.label.clone(),
         metadata: parse(&e.metadata),
-        idempotency_key: e.idempotency_key.clone(),
+        idempotency_key: e
+            .idempotency_key
+            .as_deref()
+            .map(|k| keys::shown(k).to_owned()),
         unit: match (e.unit_mu, e.unit_delta) {
             (Some(m), Some(d)) => Certificate::new(m, d),
             _ => None,
@@ -1407,7 +1427,11 @@ impl Ledgers {
             match (&result, gates.get(&key)) {
                 (Ok(_), Some(g)) if g.row.version == version => {
                     let (row, quotas) = update.applied(&g.row, &g.quotas);
-                    let next = Arc::new(GateInputs { row, quotas });
+                    let next = Arc::new(GateInputs {
+                        row,
+                        quotas,
+                        legacy_keys: g.legacy_keys,
+                    });
                     let size = next.bytes();
                     gates.insert(key, next, size);
                 }
@@ -1540,10 +1564,15 @@ impl Ledgers {
         self.row(id).await?;
         let _guard = self.lock(id).await?;
         let budget = patch.budget;
+        let key = keys::IdemKey::of(
+            &actor.principal,
+            keys::Operation::Budget,
+            id,
+            patch.idempotency_key.as_ref(),
+        );
         for attempt in 0..MAX_ATTEMPTS as u32 {
             back_off(attempt).await;
-            let key = patch.idempotency_key.as_deref();
-            if let Some(body) = self.replay(id, key, &patch.request_hash).await? {
+            if let Some(body) = self.replay(id, key.as_ref(), &patch.request_hash).await? {
                 return Ok(body);
             }
             let row = self.row(id).await?;
@@ -1560,7 +1589,7 @@ impl Ledgers {
             let entry = EntryRow {
                 budget_mu: Some(budget.mu()),
                 budget_delta: Some(budget.delta()),
-                idempotency_key: patch.idempotency_key.clone(),
+                idempotency_key: key.as_ref().map(|k| k.stored().to_owned()),
                 request_hash: Some(patch.request_hash.clone()),
                 response: Some(body.to_string()),
                 principal: Some(actor.principal.name.clone()),
@@ -1584,23 +1613,75 @@ impl Ledgers {
         Err(LedgerError::Busy)
     }
 
-    /// The stored outcome of an earlier request with this idempotency key, or an error if the key
-    /// was used for another request (another body, or another operation).
+    /// The stored outcome of an earlier request with this idempotency key (in its scope: the same
+    /// principal, operation and target, [`keys`]), or an error if the key was used for another
+    /// request (another body). A unit's outcome answers the unit's status now ([`Ledgers::now_of`]).
     async fn replay(
         &self,
         id: &str,
-        key: Option<&str>,
+        key: Option<&keys::IdemKey>,
         request_hash: &str,
     ) -> Result<Option<Value>, LedgerError> {
         let Some(key) = key else {
             return Ok(None);
         };
-        let Some(e) = self.store.find_entry_by_key(id, key).await? else {
-            return Ok(None);
+        let e = match self.store.find_entry_by_key(id, key.stored()).await? {
+            Some(e) => e,
+            None => {
+                // An entry written before keys were scoped: this client's only if it recorded
+                // this principal, or none and the caller is a global admin (and its key is not
+                // itself a scoped one).
+                match self.store.find_entry_by_key(id, key.legacy()).await? {
+                    Some(e)
+                        if key.may_replay_legacy(e.principal.as_deref())
+                            && e.idempotency_key.as_deref().is_some_and(keys::is_legacy) =>
+                    {
+                        e
+                    }
+                    _ => return Ok(None),
+                }
+            }
         };
         if e.request_hash.as_deref() != Some(request_hash) {
-            return Err(LedgerError::IdempotencyKeyReused(key.to_owned()));
+            return Err(LedgerError::IdempotencyKeyReused(key.raw().to_owned()));
         }
+        let body = self.stored_body(&e).await?;
+        self.now_of(id, body).await.map(Some)
+    }
+
+    /// A replayed outcome with its unit's status as it is now: a unit reserved (or started) by the
+    /// original request may since have been started, committed or released. A released unit's
+    /// outcome is an error ([`LedgerError::UnitReleased`]): a retried job must not run on budget
+    /// that was refunded (and may have been spent again).
+    async fn now_of(&self, id: &str, mut body: Value) -> Result<Value, LedgerError> {
+        let open = |s: &str| matches!(s, "reserved" | "started");
+        let Some(charge_id) = body
+            .get("charge")
+            .filter(|c| c.get("status").and_then(Value::as_str).is_some_and(open))
+            .and_then(|c| c.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Ok(body);
+        };
+        let charge = self
+            .store
+            .find_charge(id, &charge_id)
+            .await?
+            .ok_or_else(|| LedgerError::Corrupt(id.to_owned(), format!("charge {charge_id}")))?;
+        let status = charge.status.unwrap_or_else(|| "committed".into());
+        body["charge"]["status"] = Value::String(status.clone());
+        if status == "released" {
+            return Err(LedgerError::UnitReleased {
+                charge: charge_id,
+                view: Box::new(body["charge"].clone()),
+            });
+        }
+        Ok(body)
+    }
+
+    /// An entry's stored response, with its shared parts put back.
+    async fn stored_body(&self, e: &EntryRow) -> Result<Value, LedgerError> {
         let unreadable = || LedgerError::Internal("stored outcome unreadable".into());
         let mut body: Value = e
             .response
@@ -1614,9 +1695,7 @@ impl Ledgers {
                 .shared_body(digest)
                 .await?
                 .ok_or_else(unreadable)?;
-            return serde_json::from_str(&text)
-                .map(Some)
-                .map_err(|_| unreadable());
+            return serde_json::from_str(&text).map_err(|_| unreadable());
         }
         // A report stored once for many charges ([`stored_response`]): put back in place.
         let shared = body.get("report").and_then(|r| {
@@ -1638,7 +1717,7 @@ impl Ledgers {
                 .insert("invocations".into(), invocations);
             body["report"] = report;
         }
-        Ok(Some(body))
+        Ok(body)
     }
 
     /// Gates and, if admitted, appends a charge. See the module docs.
@@ -1651,16 +1730,23 @@ impl Ledgers {
     ) -> Result<ChargeOutcome, LedgerError> {
         self.authorize(actor, id, Action::Spend).await?;
         self.single_ledger(id).await?;
+        let key = keys::IdemKey::of(
+            &actor.principal,
+            keys::Operation::Charge,
+            id,
+            req.idempotency_key.as_ref(),
+        );
         let unit = UnitRequest {
             event_json: req.event.to_json(),
             event: req.event,
             delta: req.delta,
             label: req.label,
             metadata: req.metadata,
-            idempotency_key: req.idempotency_key,
+            idempotency_key: key,
             request_hash: req.request_hash,
             reserve: req.reserve,
             run: None,
+            on_behalf: None,
         };
         self.admit(actor, id, unit).await
     }
@@ -1701,7 +1787,12 @@ impl Ledgers {
     async fn gate_inputs(&self, id: &str) -> Result<Arc<GateInputs>, LedgerError> {
         let row = self.row(id).await?;
         let quotas = self.store.list_quotas(id).await?;
-        let inputs = Arc::new(GateInputs { row, quotas });
+        let legacy_keys = self.store.has_legacy_keys(id).await?;
+        let inputs = Arc::new(GateInputs {
+            row,
+            quotas,
+            legacy_keys,
+        });
         let bytes = inputs.bytes();
         self.gates
             .lock()
@@ -1749,11 +1840,12 @@ impl Ledgers {
                 // Taken under the lock: a read before may have been superseded.
                 let cached = from_cache
                     .then(|| self.gates.lock().expect("gate inputs").get(&id.to_owned()))
-                    .flatten();
+                    .flatten()
+                    .filter(|g| !(g.legacy_keys && unit.idempotency_key.is_some()));
                 let (inputs, kept) = match cached {
                     Some(inputs) => (inputs, true),
                     None => {
-                        let key = unit.idempotency_key.as_deref();
+                        let key = unit.idempotency_key.as_ref();
                         if let Some(body) = self.replay(id, key, &unit.request_hash).await? {
                             return Ok(ChargeOutcome {
                                 created: false,
@@ -1882,7 +1974,7 @@ impl Ledgers {
                 event: unit.event_json.clone(),
                 label: unit.label.clone(),
                 metadata: unit.metadata.clone(),
-                idempotency_key: unit.idempotency_key.clone(),
+                idempotency_key: unit.idempotency_key.as_ref().map(|k| k.raw().to_owned()),
                 unit: Some(g.unit),
                 mu_after: Some(after.mu()),
                 status: status.into(),
@@ -1898,7 +1990,7 @@ impl Ledgers {
                 event: Some(charge.event.to_string()),
                 label: charge.label.clone(),
                 metadata: charge.metadata.as_ref().map(Value::to_string),
-                idempotency_key: unit.idempotency_key.clone(),
+                idempotency_key: unit.idempotency_key.as_ref().map(|k| k.stored().to_owned()),
                 request_hash: Some(unit.request_hash.clone()),
                 mu_after: Some(after.mu()),
                 unit_mu: Some(g.unit.mu()),
@@ -1929,6 +2021,9 @@ impl Ledgers {
                     "charge": charge, "mu_spent": after.mu(), "delta_spent": after.delta(),
                     "quota": share_after.map(|q| serde_json::json!({
                         "mu_spent": q.mu(), "delta_spent": q.delta()
+                    })),
+                    "for": unit.on_behalf.as_ref().map(|(owner, reason)| serde_json::json!({
+                        "owner": owner, "reason": reason
                     }))
                 }))
                 .done();
@@ -2034,6 +2129,10 @@ impl Ledgers {
     ) -> Result<(Vec<EntryView>, Option<i64>), LedgerError> {
         self.authorize(actor, id, Action::Read).await?;
         self.row(id).await?;
+        // Another principal's idempotency keys and metadata are its own (a key names a request
+        // of its; metadata may say anything): shown to admins and auditors of the dataset only.
+        let sees_all = self.authorize(actor, id, Action::Administer).await.is_ok()
+            || self.authorize(actor, id, Action::Audit).await.is_ok();
         let rows = self.store.list_entries(id, None, after, limit + 1).await?;
         let more = rows.len() as i64 > limit;
         let items: Vec<EntryView> = rows
@@ -2042,14 +2141,20 @@ impl Ledgers {
             .map(|e| EntryView {
                 seq: e.seq,
                 kind: e.kind.clone(),
-                charge: (e.kind == "charge").then(|| charge_view(e)),
+                charge: (e.kind == "charge").then(|| {
+                    let mut c = charge_view(e);
+                    if !sees_all && e.principal.as_deref() != Some(actor.principal.name.as_str()) {
+                        (c.idempotency_key, c.metadata) = (None, None);
+                    }
+                    c
+                }),
                 budget: match (e.budget_mu, e.budget_delta) {
                     (Some(mu), Some(delta)) => Budget::new(mu, delta).ok(),
                     _ => None,
                 },
                 settles: e.ref_id.clone(),
                 run_id: (e.kind == "run").then(|| e.run_id.clone()).flatten(),
-                statement: (e.kind == "release")
+                statement: matches!(e.kind.as_str(), "release" | "commit" | "start")
                     .then(|| {
                         e.metadata
                             .as_deref()

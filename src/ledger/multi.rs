@@ -280,7 +280,13 @@ impl Ledgers {
         let first = ledgers.keys().next().cloned().ok_or_else(|| {
             LedgerError::Invalid("datasets".into(), "must name at least one dataset".into())
         })?;
-        let key = req.idempotency_key.as_deref();
+        let key = super::keys::IdemKey::of(
+            &actor.principal,
+            super::keys::Operation::MultiCharge,
+            "",
+            req.idempotency_key.as_ref(),
+        );
+        let key = key.as_ref();
         // In id order (see the module docs).
         let mut guards = Vec::with_capacity(ledgers.len());
         for id in ledgers.keys() {
@@ -304,7 +310,7 @@ impl Ledgers {
             let Some(parts) = self.read_parts(actor, &ledgers).await? else {
                 continue;
             };
-            match self.try_many(actor, &req, &event_json, parts).await? {
+            match self.try_many(actor, &req, key, &event_json, parts).await? {
                 Some(outcome) => return Ok(outcome),
                 None => continue,
             }
@@ -373,6 +379,7 @@ impl Ledgers {
         &self,
         actor: &Actor,
         req: &MultiChargeRequest,
+        key: Option<&super::keys::IdemKey>,
         event_json: &Value,
         parts: Vec<Part>,
     ) -> Result<Option<ChargeOutcome>, LedgerError> {
@@ -438,7 +445,7 @@ impl Ledgers {
                 event: event_json.clone(),
                 label: req.label.clone(),
                 metadata: req.metadata.clone(),
-                idempotency_key: req.idempotency_key.clone(),
+                idempotency_key: key.map(|k| k.raw().to_owned()),
                 ledgers,
                 created_at: ts.clone(),
             },
@@ -467,7 +474,7 @@ impl Ledgers {
                 event: Some(event_json.to_string()),
                 label: req.label.clone(),
                 metadata: req.metadata.as_ref().map(Value::to_string),
-                idempotency_key: req.idempotency_key.clone(),
+                idempotency_key: key.map(|k| k.stored().to_owned()),
                 request_hash: Some(req.request_hash.clone()),
                 mu_after: Some(after.mu()),
                 unit_mu: Some(unit.mu()),
@@ -535,7 +542,6 @@ impl Ledgers {
                 // is replayed; another request's use of the key is a 422, not a retry.
                 if e == StoreError::DuplicateKey {
                     for it in &items {
-                        let key = req.idempotency_key.as_deref();
                         if let Some(body) = self.replay(&it.id, key, &req.request_hash).await? {
                             return Ok(Some(ChargeOutcome {
                                 created: false,

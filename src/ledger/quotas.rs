@@ -257,12 +257,16 @@ impl Ledgers {
             Budget::share(req.mu, req.delta).map_err(|r| LedgerError::Invalid("body".into(), r))?;
         self.row(id).await?;
         let _guard = self.lock(id).await?;
+        // Scoped to the quota's holder (the path), not only to the dataset.
+        let key = super::keys::IdemKey::of(
+            &actor.principal,
+            super::keys::Operation::Quota,
+            principal,
+            req.idempotency_key.as_ref(),
+        );
         for attempt in 0..MAX_ATTEMPTS as u32 {
             super::back_off(attempt).await;
-            if let Some(body) = self
-                .replay(id, req.idempotency_key.as_deref(), &req.request_hash)
-                .await?
-            {
+            if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
                 return serde_json::from_value(body).map_err(internal);
             }
             let row = self.row(id).await?;
@@ -326,7 +330,7 @@ impl Ledgers {
                 label: Some(principal.to_owned()),
                 budget_mu: Some(share.mu()),
                 budget_delta: Some(share.delta()),
-                idempotency_key: req.idempotency_key.clone(),
+                idempotency_key: key.as_ref().map(|k| k.stored().to_owned()),
                 request_hash: Some(req.request_hash.clone()),
                 response: Some(serde_json::to_string(&view).map_err(internal)?),
                 principal: Some(actor.principal.name.clone()),

@@ -54,6 +54,9 @@ pub enum ChargeStatus {
     Committed,
     /// Counted by the filter until committed or released.
     Reserved,
+    /// Reserved, and its job has started reading the data: counted until committed; it can no
+    /// longer be released.
+    Started,
     /// Refunded: the caller stated no output of it was released.
     Released,
 }
@@ -66,6 +69,7 @@ pub enum EntryKind {
     Budget,
     Quota,
     Run,
+    Start,
     Commit,
     Release,
 }

@@ -7,21 +7,29 @@
 //!   early is never charged for chunks it did not run. Inside a chunk the steps are composed
 //!   exactly (their parameters were fixed when the chunk was admitted).
 //! * Any unit (a charge or a chunk) may be **reserved**: the filter counts it at once (the gate
-//!   admits it exactly as a charge), and it is later **committed** (it stays counted and joins the
-//!   exact composition shown beside the filter) or **released**. A release refunds the unit — the
-//!   filter forgets its (μᵢ, δᵢ) — and is allowed only when the caller states
-//!   `outputs_released: false`: no output of the unit, nor anything computed from it, was seen by
-//!   anyone or any process, including the code deciding to release it. Then the caller's view is
-//!   independent of the unit's output, as if the unit had had μ = 0 and δ = 0 (the filter lets each
-//!   unit's parameters depend on everything before it), so the refund keeps the filter's guarantee
-//!   (`docs/filter.md` §10). A false statement voids it, which is why it is recorded. A chunk is not
-//!   refunded while a later chunk of its run (which starts from its iterates) is held.
+//!   admits it exactly as a charge). It is then **started** (its job is about to read the data),
+//!   **committed** (it stays counted and joins the exact composition shown beside the filter) or,
+//!   before it is started, **released**. A release refunds the unit — the filter forgets its
+//!   (μᵢ, δᵢ) — and is allowed only before the start and when the caller states
+//!   `outputs_released: false`. Before the job has touched the data, nothing anyone observes
+//!   depends on it (its outcome, its running time, its failure): the caller's view is that of a
+//!   unit with μ = 0 and δ = 0, and the filter lets each unit's parameters depend on everything
+//!   before it, so the refund keeps the filter's guarantee (`docs/filter.md` §10). Once the job
+//!   has read the data, even its failure or its timing is an output (Haeberlen, Pierce & Narayan
+//!   2011): a started unit can only be committed. A chunk is not refunded while a later chunk of
+//!   its run (which starts from its iterates) is held.
+//! * **Owners.** A reserved unit is started, committed or released, and a run's next chunk taken,
+//!   only by the principal that reserved it (declared the run), or by an admin of the dataset who
+//!   gives a reason (recorded in the ledger and the audit log). Anyone else gets 403 `not_owner`.
 //!
-//! Every state change takes an Idempotency-Key: a retry returns the stored outcome.
+//! Every state change takes an Idempotency-Key, scoped to its principal, operation and target
+//! ([`super::keys`]): a retry returns the stored outcome, with the unit's status as it is now
+//! (a released unit's replay is 409 `unit_released`).
 
 use super::auth::{Action, Actor};
 use super::filter::FilterState;
 use super::input::{ChunkRequest, RunRequest, SettleRequest};
+use super::keys::{IdemKey, Operation};
 use super::{
     audit, blocking, budget_of, exact_with, filter_of, internal, now, relation_of, unchanged,
     unit_delta, ChargeOutcome, LedgerError, Ledgers, UnitRequest, MAX_ATTEMPTS,
@@ -30,7 +38,7 @@ use crate::accountant::certificate::{certify, Certificate};
 use crate::accountant::event::Count;
 use crate::accountant::json::JsonPath;
 use crate::accountant::{AccountantError, Event};
-use crate::store::{DatasetUpdate, EntryRow};
+use crate::store::{DatasetUpdate, EntryRow, Settle};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
@@ -126,7 +134,7 @@ fn run_view(entries: &[EntryRow], id: &str) -> Result<RunView, LedgerError> {
         match e.status.as_deref() {
             Some("released") => released += 1,
             s => {
-                if s == Some("reserved") {
+                if matches!(s, Some("reserved" | "started")) {
                     reserved += 1;
                 } else {
                     committed += 1;
@@ -230,10 +238,13 @@ impl Ledgers {
         self.authorize(actor, id, Action::Spend).await?;
         self.single_ledger(id).await?;
         let row = self.row(id).await?;
-        if let Some(body) = self
-            .replay(id, req.idempotency_key.as_deref(), &req.request_hash)
-            .await?
-        {
+        let key = IdemKey::of(
+            &actor.principal,
+            Operation::DeclareRun,
+            id,
+            req.idempotency_key.as_ref(),
+        );
+        if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
             return Ok((serde_json::from_value(body).map_err(internal)?, false));
         }
         // The plan depends on the budget (its default δ rule and δ_B), not on what was spent:
@@ -243,10 +254,7 @@ impl Ledgers {
         let run_id = uuid::Uuid::new_v4().to_string();
         for attempt in 0..MAX_ATTEMPTS as u32 {
             super::back_off(attempt).await;
-            if let Some(body) = self
-                .replay(id, req.idempotency_key.as_deref(), &req.request_hash)
-                .await?
-            {
+            if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
                 return Ok((serde_json::from_value(body).map_err(internal)?, false));
             }
             let row = self.row(id).await?;
@@ -267,7 +275,7 @@ impl Ledgers {
                 event: Some(serde_json::to_string(&spec).map_err(internal)?),
                 label: req.label.clone(),
                 metadata: req.metadata.as_ref().map(Value::to_string),
-                idempotency_key: req.idempotency_key.clone(),
+                idempotency_key: key.as_ref().map(|k| k.stored().to_owned()),
                 request_hash: Some(req.request_hash.clone()),
                 unit_mu: Some(spec.plan.chunk_unit.mu()),
                 unit_delta: Some(spec.plan.chunk_unit.delta()),
@@ -320,11 +328,16 @@ impl Ledgers {
         let started = std::time::Instant::now();
         self.row(id).await?;
         let _guard = self.lock(id).await?;
+        let key = IdemKey::of(
+            &actor.principal,
+            Operation::Chunk,
+            run_id,
+            req.idempotency_key.as_ref(),
+        );
         let result = async {
             for attempt in 0..MAX_ATTEMPTS as u32 {
                 super::back_off(attempt).await;
-                let key = req.idempotency_key.as_deref();
-                if let Some(body) = self.replay(id, key, &req.request_hash).await? {
+                if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
                     return Ok(ChargeOutcome {
                         created: false,
                         body,
@@ -335,6 +348,15 @@ impl Ledgers {
                 if entries.first().map(|e| e.kind.as_str()) != Some("run") {
                     return Err(LedgerError::RunNotFound(run_id.to_owned()));
                 }
+                let on_behalf = self
+                    .act_on(
+                        actor,
+                        id,
+                        &format!("run {run_id:?}"),
+                        entries[0].principal.as_deref(),
+                        req.reason.as_deref(),
+                    )
+                    .await?;
                 let run = run_view(&entries, id)?;
                 if let Some(asked) = req.chunk {
                     if run.next_chunk != Some(asked) {
@@ -357,10 +379,11 @@ impl Ledgers {
                     delta: run.delta,
                     label: run.label.clone(),
                     metadata: run.metadata.clone(),
-                    idempotency_key: req.idempotency_key.clone(),
+                    idempotency_key: key.clone(),
                     request_hash: req.request_hash.clone(),
                     reserve: req.reserve,
                     run: Some((run_id.to_owned(), chunk as i64)),
+                    on_behalf: on_behalf.clone(),
                 };
                 // The version CAS of the append also guards the chunk choice: a chunk admitted
                 // meanwhile (by another replica) moved the version, and this attempt starts over.
@@ -389,7 +412,20 @@ impl Ledgers {
         result
     }
 
-    /// Commits a reserved unit: it stays counted and joins the exact composition.
+    /// Starts a reserved unit: its job is about to read the data. From then on the unit can only
+    /// be committed (a started job's failure or timing may depend on the data).
+    pub async fn start(
+        &self,
+        actor: &Actor,
+        id: &str,
+        charge_id: &str,
+        req: SettleRequest,
+    ) -> Result<Value, LedgerError> {
+        self.settle(actor, id, charge_id, req, Transition::Start)
+            .await
+    }
+
+    /// Commits a reserved (or started) unit: it stays counted and joins the exact composition.
     pub async fn commit(
         &self,
         actor: &Actor,
@@ -397,10 +433,12 @@ impl Ledgers {
         charge_id: &str,
         req: SettleRequest,
     ) -> Result<Value, LedgerError> {
-        self.settle(actor, id, charge_id, req, false).await
+        self.settle(actor, id, charge_id, req, Transition::Commit)
+            .await
     }
 
-    /// Releases a reserved unit whose outputs were never released: the filter forgets it.
+    /// Releases a reserved unit that was not started and whose outputs were never released: the
+    /// filter forgets it.
     pub async fn release(
         &self,
         actor: &Actor,
@@ -411,7 +449,42 @@ impl Ledgers {
         if req.outputs_released != Some(false) {
             return Err(LedgerError::OutputsReleased(charge_id.to_owned()));
         }
-        self.settle(actor, id, charge_id, req, true).await
+        self.settle(actor, id, charge_id, req, Transition::Release)
+            .await
+    }
+
+    /// Whether `actor` may act on `what` (a reserved unit, a run), held by `owner`: its owner may;
+    /// an admin of the dataset may when it gives a reason, and `Some((owner, reason))` is recorded;
+    /// anyone else gets [`LedgerError::NotOwner`]. A unit with no recorded owner (written before
+    /// principals) is an admin's only.
+    pub(super) async fn act_on(
+        &self,
+        actor: &Actor,
+        id: &str,
+        what: &str,
+        owner: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<Option<(String, String)>, LedgerError> {
+        if owner == Some(actor.principal.name.as_str()) {
+            return Ok(None);
+        }
+        let owner_name = owner.unwrap_or("(no recorded owner)");
+        if self.authorize(actor, id, Action::Administer).await.is_err() {
+            return Err(LedgerError::NotOwner(format!(
+                "{what} belongs to {owner_name:?}: only its owner, or an admin of the dataset \
+                 giving a reason, may act on it"
+            )));
+        }
+        match reason {
+            Some(r) => Ok(Some((owner_name.to_owned(), r.to_owned()))),
+            None => Err(LedgerError::Invalid(
+                "body.reason".into(),
+                format!(
+                    "is required: {what} belongs to {owner_name:?}, and an admin acting for \
+                     another principal says why (recorded)"
+                ),
+            )),
+        }
     }
 
     async fn settle(
@@ -420,15 +493,21 @@ impl Ledgers {
         id: &str,
         charge_id: &str,
         req: SettleRequest,
-        release: bool,
+        how: Transition,
     ) -> Result<Value, LedgerError> {
         self.authorize(actor, id, Action::Spend).await?;
         self.row(id).await?;
         let _guard = self.lock(id).await?;
+        let release = how == Transition::Release;
+        let key = IdemKey::of(
+            &actor.principal,
+            how.operation(),
+            charge_id,
+            req.idempotency_key.as_ref(),
+        );
         for attempt in 0..MAX_ATTEMPTS as u32 {
             super::back_off(attempt).await;
-            let key = req.idempotency_key.as_deref();
-            if let Some(body) = self.replay(id, key, &req.request_hash).await? {
+            if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
                 return Ok(body);
             }
             let row = self.row(id).await?;
@@ -438,11 +517,37 @@ impl Ledgers {
                 .await?
                 .ok_or_else(|| LedgerError::ChargeNotFound(charge_id.to_owned()))?;
             let status = charge.status.clone().unwrap_or_else(|| "committed".into());
-            if status != "reserved" {
-                return Err(LedgerError::NotReserved {
-                    charge: charge_id.to_owned(),
-                    status,
-                });
+            match (how, status.as_str()) {
+                (Transition::Start, "reserved" | "started")
+                | (Transition::Commit, "reserved" | "started")
+                | (Transition::Release, "reserved") => {}
+                (Transition::Release, "started") => {
+                    return Err(LedgerError::UnitStarted(charge_id.to_owned()))
+                }
+                _ => {
+                    return Err(LedgerError::NotReserved {
+                        charge: charge_id.to_owned(),
+                        status,
+                    })
+                }
+            }
+            let on_behalf = self
+                .act_on(
+                    actor,
+                    id,
+                    &format!("charge {charge_id:?}"),
+                    charge.principal.as_deref(),
+                    req.reason.as_deref(),
+                )
+                .await?;
+            // Starting twice changes nothing.
+            if (how, status.as_str()) == (Transition::Start, "started") {
+                let mut view = super::charge_view(&charge);
+                view.status = status;
+                let f = filter_of(&row)?;
+                return Ok(serde_json::json!({
+                    "charge": view, "mu_spent": f.mu(), "delta_spent": f.delta(),
+                }));
             }
             // A run's later chunks start from this chunk's iterates: its output was used, so it
             // cannot be refunded while one of them is held.
@@ -476,11 +581,19 @@ impl Ledgers {
             let f = filter_of(&row)?;
             let ts = now();
             let mut update = unchanged(&row, &f, ts.clone());
-            update.reserved = (update.reserved - 1).max(0);
-            let new_status = if release { "released" } else { "committed" };
-            update.settle = Some((charge_id.to_owned(), new_status.to_owned()));
+            let new_status = how.status();
+            if how != Transition::Start {
+                update.reserved = (update.reserved - 1).max(0);
+            }
+            update.settle = Some(Settle {
+                charge_id: charge_id.to_owned(),
+                from: status.clone(),
+                to: new_status.to_owned(),
+            });
             let mut state = None;
-            if release {
+            if how == Transition::Start {
+                // Still counted, and not yet part of the exact composition.
+            } else if release {
                 let after = f.without(&unit);
                 update = DatasetUpdate {
                     mu_spent: after.mu(),
@@ -528,12 +641,24 @@ impl Ledgers {
                 "mu_spent": update.mu_spent,
                 "delta_spent": update.delta_spent,
             });
-            let statement = release.then(|| {
-                serde_json::json!({"outputs_released": false, "reason": req.reason}).to_string()
-            });
+            // What the caller stated: a release's statement, and an admin's reason for acting
+            // on another principal's unit.
+            let statement = match (release, &on_behalf) {
+                (true, None) => Some(serde_json::json!({
+                    "outputs_released": false, "reason": req.reason,
+                })),
+                (true, Some((owner, reason))) => Some(serde_json::json!({
+                    "outputs_released": false, "reason": reason, "for": owner,
+                })),
+                (false, Some((owner, reason))) => {
+                    Some(serde_json::json!({"for": owner, "reason": reason}))
+                }
+                (false, None) => None,
+            }
+            .map(|v| v.to_string());
             let entry = EntryRow {
                 seq: row.version + 1,
-                idempotency_key: req.idempotency_key.clone(),
+                idempotency_key: key.as_ref().map(|k| k.stored().to_owned()),
                 request_hash: Some(req.request_hash.clone()),
                 ref_id: Some(charge_id.to_owned()),
                 run_id: charge.run_id.clone(),
@@ -544,19 +669,13 @@ impl Ledgers {
                 response: Some(body.to_string()),
                 principal: Some(actor.principal.name.clone()),
                 quota: charge.quota.clone(),
-                ..EntryRow::new(if release { "release" } else { "commit" }, ts)
+                ..EntryRow::new(how.entry_kind(), ts)
             };
-            let action = if release {
-                "unit.released"
-            } else {
-                "unit.committed"
-            };
+            let action = how.action();
             update.audit = Some(
                 audit::draft(actor, action, Some(id), Some(charge_id))
-                    .before(
-                        &serde_json::json!({"status": "reserved", "mu_spent": f.mu(),
-                        "delta_spent": f.delta()}),
-                    )
+                    .before(&serde_json::json!({"status": status, "mu_spent": f.mu(),
+                        "delta_spent": f.delta()}))
                     .after(
                         &serde_json::json!({"status": new_status, "mu_spent": update.mu_spent,
                         "delta_spent": update.delta_spent, "statement": entry.metadata}),
@@ -568,5 +687,48 @@ impl Ledgers {
             }
         }
         Err(LedgerError::Busy)
+    }
+}
+
+/// A reserved unit's change of status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transition {
+    Start,
+    Commit,
+    Release,
+}
+
+impl Transition {
+    fn operation(self) -> Operation {
+        match self {
+            Transition::Start => Operation::Start,
+            Transition::Commit => Operation::Commit,
+            Transition::Release => Operation::Release,
+        }
+    }
+
+    /// The unit's status after it.
+    fn status(self) -> &'static str {
+        match self {
+            Transition::Start => "started",
+            Transition::Commit => "committed",
+            Transition::Release => "released",
+        }
+    }
+
+    fn entry_kind(self) -> &'static str {
+        match self {
+            Transition::Start => "start",
+            Transition::Commit => "commit",
+            Transition::Release => "release",
+        }
+    }
+
+    fn action(self) -> &'static str {
+        match self {
+            Transition::Start => "unit.started",
+            Transition::Commit => "unit.committed",
+            Transition::Release => "unit.released",
+        }
     }
 }

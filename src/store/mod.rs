@@ -232,9 +232,15 @@ pub mod sql {
         ON CONFLICT (id) DO NOTHING";
     pub const PARTITIONING_SET: &str = "UPDATE datasets SET partitioning = ? WHERE id = ?";
     pub const PARTITIONING_GET: &str = "SELECT partitioning FROM datasets WHERE id = ?";
-    /// A commit or release: the reserved charge's new status.
+    /// A start, commit or release: the charge's new status, only from the status the ledger
+    /// read (a compare-and-swap on the status, in the append's transaction).
     pub const SETTLE: &str = "UPDATE entries SET status = ? WHERE dataset_id = ? AND \
-        charge_id = ? AND kind = 'charge' AND status = 'reserved'";
+        charge_id = ? AND kind = 'charge' AND status = ?";
+    /// Whether a dataset holds an idempotency key stored before keys were scoped (not of the
+    /// form `~` + 32 characters + `~` + the client's key; see `ledger::keys`).
+    pub const LEGACY_KEY_ANY: &str = "SELECT 1 FROM entries WHERE dataset_id = ? AND \
+        idempotency_key IS NOT NULL AND NOT (length(idempotency_key) > 34 AND \
+        substr(idempotency_key, 1, 1) = '~' AND substr(idempotency_key, 34, 1) = '~') LIMIT 1";
     pub const ENTRY_INSERT: &str = "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, \
         label, metadata, idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, \
         budget_delta, response, ref_id, run_id, chunk, status, principal, quota, created_at) \
@@ -639,10 +645,9 @@ pub struct DatasetUpdate {
     pub exact_mu: Option<f64>,
     /// Open reservations after the entry.
     pub reserved: i64,
-    /// A commit or release: the reserved charge (by id) whose status becomes the given one, in the
-    /// same transaction (the append fails with [`StoreError::VersionConflict`] if that charge is
-    /// not reserved).
-    pub settle: Option<(String, String)>,
+    /// A start, commit or release: the charge whose status moves, in the same transaction (the
+    /// append fails with [`StoreError::VersionConflict`] if its status is no longer `from`).
+    pub settle: Option<Settle>,
     /// Quota rows written (inserted or replaced) in the same transaction.
     pub quotas: Vec<QuotaRow>,
     /// The audit record of the change, appended to the dataset's chain in the same transaction.
@@ -681,6 +686,16 @@ impl DatasetUpdate {
         quotas.sort_by(|a, b| a.principal.cmp(&b.principal));
         (row, quotas)
     }
+}
+
+/// A reserved unit's change of status ([`DatasetUpdate::settle`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settle {
+    pub charge_id: String,
+    /// The status the ledger read (`reserved` or `started`).
+    pub from: String,
+    /// `started`, `committed` or `released`.
+    pub to: String,
 }
 
 /// A principal's role on one dataset.
@@ -877,6 +892,8 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<DatasetRow>, StoreError>;
     /// The entry that used an idempotency key, if any.
     async fn find_entry_by_key(&self, id: &str, key: &str) -> Result<Option<EntryRow>, StoreError>;
+    /// Whether dataset `id` holds an idempotency key stored before keys were scoped.
+    async fn has_legacy_keys(&self, id: &str) -> Result<bool, StoreError>;
     /// The shared body under `digest` (see [`SharedBody`]), if any.
     async fn shared_body(&self, digest: &str) -> Result<Option<String>, StoreError>;
     /// The charge with this id, if any.

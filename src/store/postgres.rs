@@ -245,11 +245,12 @@ async fn append_in(
             StoreError::NotFound
         });
     }
-    if let Some((charge_id, status)) = &update.settle {
+    if let Some(st) = &update.settle {
         let res = sqlx::query(&sql::numbered(sql::SETTLE))
-            .bind(status)
+            .bind(&st.to)
             .bind(id)
-            .bind(charge_id)
+            .bind(&st.charge_id)
+            .bind(&st.from)
             .execute(&mut *tx)
             .await
             .map_err(unavailable)?;
@@ -444,6 +445,15 @@ impl Store for PostgresStore {
             .await
             .map_err(unavailable)?;
         Ok(row.as_ref().map(entry_from_row))
+    }
+
+    async fn has_legacy_keys(&self, id: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query(&sql::numbered(sql::LEGACY_KEY_ANY))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.is_some())
     }
 
     async fn find_charge(&self, id: &str, charge_id: &str) -> Result<Option<EntryRow>, StoreError> {

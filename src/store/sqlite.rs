@@ -115,8 +115,8 @@ fn append_in(
             StoreError::NotFound
         });
     }
-    if let Some((charge_id, status)) = &u.settle {
-        if exec(c, sql::SETTLE, params![status, id, charge_id])? != 1 {
+    if let Some(st) = &u.settle {
+        if exec(c, sql::SETTLE, params![st.to, id, st.charge_id, st.from])? != 1 {
             return Err(StoreError::VersionConflict);
         }
     }
@@ -428,6 +428,15 @@ impl Store for SqliteStore {
             .await
             .map_err(unavailable)?;
         Ok(row.as_ref().map(entry_from_row))
+    }
+
+    async fn has_legacy_keys(&self, id: &str) -> Result<bool, StoreError> {
+        let row = sqlx::query(sql::LEGACY_KEY_ANY)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.is_some())
     }
 
     async fn find_charge(&self, id: &str, charge_id: &str) -> Result<Option<EntryRow>, StoreError> {

@@ -57,14 +57,19 @@ fn token_for(port: u16) -> Option<String> {
         .cloned()
 }
 
-/// A fresh analyst token on the database at `db`, made with the operators' command.
+/// A fresh admin token on the database at `db`, made with the operators' command.
 pub fn cli_token(db: &str) -> String {
+    cli_token_named(db, "tests")
+}
+
+/// A fresh admin token for principal `name` on the database at `db`.
+pub fn cli_token_named(db: &str, name: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_privacy-ledger"))
         .args([
             "token",
             "create",
             "--name",
-            "tests",
+            name,
             "--role",
             "admin",
             "--database-url",
@@ -232,7 +237,14 @@ fn acknowledged_charges_survive_sigkill_and_the_budget_is_never_exceeded() {
     let (_, d) = http(addr, "GET", "/v1/datasets/d", None, None).unwrap();
     assert_eq!(d["charges"].as_i64().unwrap() as usize, labels.len());
     assert!(d["mu_spent"].as_f64().unwrap() <= 1.0 + 1e-9);
-    // A retry of an acknowledged charge after the restart replays; it does not charge again.
+    // A retry of an acknowledged charge after the restart, by the same principal (a new token of
+    // the first start's "bootstrap admin"), replays; it does not charge again. (Keys are scoped to
+    // their principal: another principal's request with that key is its own.)
+    TOKENS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .insert(addr.port(), cli_token_named(&db, "bootstrap admin"));
     let first = &acked[0];
     let body = json!({"event": {"type": "gdp", "mu": 0.05}, "label": first});
     let (s, _) = http(

@@ -12,6 +12,7 @@ mod oidc;
 mod partitions;
 mod pld;
 mod properties;
+mod protocol;
 mod replicas;
 mod robustness;
 mod runs;

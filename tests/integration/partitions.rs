@@ -482,12 +482,14 @@ async fn calibration_over_a_range_is_decided_by_the_tightest_block() {
 }
 
 /// An idempotency key already used on one of the ledgers (not the first) for another request is
-/// refused with 422, not retried into a 503.
+/// refused with 422, not retried into a 503. (Keys are scoped to their principal, operation and
+/// target: the same key on a one-ledger charge is another request's, and admitted.)
 #[tokio::test]
 async fn a_key_used_by_another_request_on_any_ledger_is_refused() {
     let app = spawn_app().await;
     app.dataset("a1", 1.0).await;
     app.dataset("b1", 1.0).await;
+    app.dataset("c1", 1.0).await;
     let (s, _) = app
         .call(
             "POST",
@@ -499,7 +501,15 @@ async fn a_key_used_by_another_request_on_any_ledger_is_refused() {
     assert_eq!(s, StatusCode::CREATED);
     let (s, b) = charge(
         &app,
-        json!({"datasets": [{"id": "a1"}, {"id": "b1"}], "event": gdp(0.1)}),
+        json!({"datasets": [{"id": "b1"}, {"id": "c1"}], "event": gdp(0.1)}),
+        Some("shared-key"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    // The same key for another multi-ledger charge whose first ledger (a1) never saw it.
+    let (s, b) = charge(
+        &app,
+        json!({"datasets": [{"id": "a1"}, {"id": "b1"}], "event": gdp(0.2)}),
         Some("shared-key"),
     )
     .await;

@@ -259,8 +259,12 @@ async fn reserved_units_count_until_released_and_a_release_refunds_them() {
         "{exact} vs {closed}"
     );
     // Settled units cannot be settled again; unknown charges are 404.
-    for uri in [commit(&a_id), release(&a_id), commit(&b_id)] {
-        let (s, e) = app.post(&uri, json!({"outputs_released": false})).await;
+    for (uri, body) in [
+        (commit(&a_id), json!({})),
+        (release(&a_id), json!({"outputs_released": false})),
+        (commit(&b_id), json!({})),
+    ] {
+        let (s, e) = app.post(&uri, body).await;
         assert_eq!(
             (s, e["error"].as_str()),
             (StatusCode::CONFLICT, Some("not_reserved")),
@@ -398,7 +402,9 @@ async fn every_state_change_is_idempotent_under_its_key() {
     assert_eq!((s1, s2), (StatusCode::OK, StatusCode::OK), "{y2}");
     assert_eq!(y1, y2);
 
-    // One entry per operation, whatever the retries; a key reused for another operation is a 422.
+    // One entry per operation, whatever the retries. A key is scoped to its principal, operation
+    // and target: reused for another operation it names another request; reused for the same
+    // operation and target with another body it is a 422.
     let (_, entries) = app.get("/v1/datasets/d/charges").await;
     let kinds: Vec<&str> = entries["items"]
         .as_array()
@@ -415,6 +421,15 @@ async fn every_state_change_is_idempotent_under_its_key() {
         "PATCH",
         "/v1/datasets/d",
         json!({"budget": {"mu": 2.5}}),
+        "k-run",
+    )
+    .await;
+    assert_eq!((s, e["budget"]["mu"].as_f64()), (StatusCode::OK, Some(2.5)));
+    let (s, e) = keyed(
+        &app,
+        "PATCH",
+        "/v1/datasets/d",
+        json!({"budget": {"mu": 2.6}}),
         "k-run",
     )
     .await;

@@ -283,19 +283,71 @@ async fn contract(store: Arc<dyn Store>) {
     assert!(store.find_charge(&id, "nope").await.unwrap().is_none());
     let run = store.list_run(&id, "run1").await.unwrap();
     assert_eq!(run.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3]);
-    let mut settle = update(2, 0.2);
-    settle.settle = Some(("c3".into(), "committed".into()));
+    let settle_to = |from: &str, to: &str| {
+        let mut u = update(2, 0.2);
+        u.settle = Some(privacy_ledger::store::Settle {
+            charge_id: "c3".into(),
+            from: from.into(),
+            to: to.into(),
+        });
+        u
+    };
     let mut commit = entry(None);
     (commit.kind, commit.charge_id, commit.ref_id) = ("commit".into(), None, Some("c3".into()));
+    // A status moves only from the one the ledger read.
+    assert_eq!(
+        store
+            .append(&id, 3, &commit, &settle_to("started", "committed"), None)
+            .await,
+        Err(StoreError::VersionConflict)
+    );
+    let settle = settle_to("reserved", "committed");
     assert_eq!(store.append(&id, 3, &commit, &settle, None).await, Ok(4));
     let c3 = store.find_charge(&id, "c3").await.unwrap().unwrap();
     assert_eq!(c3.status.as_deref(), Some("committed"));
-    // Settling a charge that is not reserved any more writes nothing.
+    // Settling a charge whose status moved on writes nothing.
     assert_eq!(
         store.append(&id, 4, &commit, &settle, None).await,
         Err(StoreError::VersionConflict)
     );
     assert_eq!(store.get_dataset(&id).await.unwrap().unwrap().version, 4);
+    // Keys stored before scoping are found (k3 is one); scoped keys are not legacy.
+    assert!(store.has_legacy_keys(&id).await.unwrap());
+    let fresh = format!("{p}-scoped");
+    store
+        .create_dataset(&dataset(&fresh), b"", None, None)
+        .await
+        .unwrap();
+    assert!(!store.has_legacy_keys(&fresh).await.unwrap());
+    let scoped = privacy_ledger::ledger::keys::IdemKey::scoped(
+        "alice",
+        privacy_ledger::ledger::keys::Operation::Charge,
+        &fresh,
+        "k".into(),
+    );
+    let mut e = entry(Some(scoped.stored()));
+    (e.charge_id, e.status) = (Some("c3".into()), Some("reserved".into()));
+    assert_eq!(
+        store.append(&fresh, 0, &e, &update(1, 0.1), None).await,
+        Ok(1)
+    );
+    assert!(!store.has_legacy_keys(&fresh).await.unwrap());
+    // reserved -> started -> committed.
+    let (start, to_commit) = (
+        settle_to("reserved", "started"),
+        settle_to("started", "committed"),
+    );
+    assert_eq!(store.append(&fresh, 1, &commit, &start, None).await, Ok(2));
+    assert_eq!(
+        store.append(&fresh, 2, &commit, &start, None).await,
+        Err(StoreError::VersionConflict)
+    );
+    assert_eq!(
+        store.append(&fresh, 2, &commit, &to_commit, None).await,
+        Ok(3)
+    );
+    let c3 = store.find_charge(&fresh, "c3").await.unwrap().unwrap();
+    assert_eq!(c3.status.as_deref(), Some("committed"));
 
     store
         .create_dataset(&dataset(&format!("{p}-b")), b"", None, None)
