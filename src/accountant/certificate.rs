@@ -286,6 +286,10 @@ impl FilterGuarantee {
 const U: f64 = rounding::U;
 
 impl Guarantee for FilterGuarantee {
+    fn gdp_with_delta(&self) -> Option<(f64, f64)> {
+        Some((self.mu, self.delta))
+    }
+
     fn method(&self) -> Method {
         Method::Analytic
     }

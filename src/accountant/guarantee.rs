@@ -52,6 +52,11 @@ pub trait Guarantee {
     fn tpr(&self, fpr: f64) -> f64 {
         super::rounding::prob_up(1.0 - self.beta_bounds(fpr).0, U)
     }
+    /// (μ, δ) when the guarantee is exactly G_μ ⊗ f_{0,δ} (the filter's), for its group figures
+    /// ([`super::gdp::group_delta`]); `None` otherwise.
+    fn gdp_with_delta(&self) -> Option<(f64, f64)> {
+        None
+    }
     /// The α maximising 1 − α − f(α) (where the best advantage is attained).
     fn alpha_star(&self) -> f64 {
         (1.0 - self.delta_bounds(0.0).1) / 2.0

@@ -87,13 +87,36 @@ pub struct GroupReport {
     /// rounded up (chaining the (ε, δ) inequality k times through neighbouring datasets; at most
     /// k·e^{(k−1)ε}·δ, the usual statement). Pairs whose δ reaches 1 are left out.
     pub epsilon: Vec<GroupPoint>,
+    /// When the guarantee is G_μ ⊗ f_{0,δ} with δ > 0 (the filter's): the group's trade-off is at
+    /// least G_{kμ}(α) − δ_k, i.e. its δ(ε) is at most δ_k + δ_{kμ}(ε) (Dong, Roth & Su Thm 2.14;
+    /// [`super::gdp::group_delta`]). The δ part grows much faster than k·δ.
+    pub gdp: Option<GroupGdp>,
 }
 
-/// The group report from the (sound) upper figures.
-fn group_report(k: u64, mu0: Option<f64>, points: &[EpsilonPoint]) -> GroupReport {
+/// A group's GDP statement with its additive δ part: f_group(α) ≥ G_μ(α) − δ.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupGdp {
+    /// kμ, rounded up.
+    pub mu: f64,
+    /// δ_k, rounded up.
+    pub delta: f64,
+}
+
+/// The group report from the (sound) upper figures; `filter` is the guarantee's (μ, δ) when it is
+/// G_μ ⊗ f_{0,δ}.
+fn group_report(
+    k: u64,
+    mu0: Option<f64>,
+    filter: Option<(f64, f64)>,
+    points: &[EpsilonPoint],
+) -> GroupReport {
     let kf = k as f64;
     GroupReport {
         size: k,
+        gdp: filter.filter(|(_, d)| *d > 0.0).map(|(mu, d)| GroupGdp {
+            mu: super::gdp::group(mu, k),
+            delta: super::gdp::group_delta(mu, d, k),
+        }),
         mu: mu0
             .map(|m| rounding::mul_up(m, kf))
             .filter(|m| m.is_finite()),
@@ -208,7 +231,7 @@ impl Report {
             .collect();
         let group = opts
             .group_size
-            .map(|k| group_report(k, g.mu_upper(0.0), &epsilon));
+            .map(|k| group_report(k, g.mu_upper(0.0), g.gdp_with_delta(), &epsilon));
         Report {
             method: g.method(),
             neighboring_relation: relation,

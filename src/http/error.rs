@@ -315,6 +315,15 @@ impl From<LedgerError> for ApiError {
                 ),
             )
             .with_details(json!({"charge_id": charge, "status": status})),
+            LedgerError::TooManyNewLedgers(retry, why) => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_new_ledgers", why.clone())
+                    .with_details(json!({"reason": why, "retry_after_seconds": retry}))
+                    .with_retry_after(retry)
+            }
+            LedgerError::CapExceeded(why) => {
+                ApiError::new(StatusCode::CONFLICT, "cap_exceeded", why.clone())
+                    .with_details(json!({"reason": why}))
+            }
             LedgerError::UnitStarted(c) => ApiError::new(
                 StatusCode::CONFLICT,
                 "unit_started",

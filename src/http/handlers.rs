@@ -414,6 +414,34 @@ pub async fn list_blocks(
     ))
 }
 
+/// Declare a named partition of a dataset (admins of the dataset): a charge may name it only once
+/// it is declared, so nobody mints a fresh budget for records by reading them under a new name.
+/// 201 when declared, 200 when it was already.
+#[utoipa::path(put, path = "/v1/datasets/{id}/blocks/{block}", tag = "datasets",
+    params(("id" = String, Path, description = "Dataset id (partitioned into named partitions)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
+           ("block" = String, Path, description = "The partition's name", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$", min_length = 1, max_length = 64)),
+    request_body(content = Option<DeclareBlockWire>, description = "Optional (no body, or null, is `{}`)"),
+    responses((status = 201, description = "Declared", body = crate::ledger::multi::BlockView),
+              (status = 200, description = "Already declared", body = crate::ledger::multi::BlockView),
+              (status = 403, description = "Not an admin of the dataset", body = ErrorBody),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request, or the dataset has no named partitions", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn declare_block(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path((id, block)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> ApiResult<impl IntoResponse> {
+    let body = optional_body(&body)?;
+    let description = input::block_declaration(&body)?;
+    let (v, created) = s
+        .ledgers
+        .declare_block(&caller.0, &id, &block, description)
+        .await?;
+    Ok((created_or_ok(created), Json(v)))
+}
+
 /// The ledger's entries in order: charges and budget changes (paginated: `limit`, `after`).
 #[utoipa::path(get, path = "/v1/datasets/{id}/charges", tag = "charges",
     params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),

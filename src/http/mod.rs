@@ -232,6 +232,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::create_charge, handlers::list_charges))
         .routes(routes!(handlers::create_multi_charge))
         .routes(routes!(handlers::list_blocks))
+        .routes(routes!(handlers::declare_block))
         .routes(routes!(handlers::preview_charge))
         .routes(routes!(handlers::start_charge))
         .routes(routes!(handlers::commit_charge))

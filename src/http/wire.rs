@@ -48,6 +48,10 @@ pub struct CreateDatasetRequest {
     )]
     pub id: String,
     pub budget: BudgetWire,
+    /// A cap fixed now and never changed: no budget change may pass it, so the ledger's statement
+    /// at the cap holds however the budget is changed. At least `budget`. Without a cap, reports
+    /// state the budget's high-water mark "unless the budget is raised".
+    pub cap: Option<BudgetWire>,
     /// Default `add_or_remove_one`.
     pub neighboring_relation: Option<NeighboringRelationWire>,
     #[schema(max_length = 4096)]
@@ -459,4 +463,14 @@ pub struct AuditPage {
     pub items: Vec<crate::ledger::audit::AuditView>,
     /// The `after` of the next page (absent on the last page).
     pub next_cursor: Option<i64>,
+}
+
+/// `PUT /v1/datasets/{id}/blocks/{block}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"description": "user ids 0-999 (one name for these records: never declare them twice)"}))]
+pub struct DeclareBlockWire {
+    /// Which records the partition holds.
+    #[schema(max_length = 4096)]
+    pub description: Option<String>,
 }

@@ -460,3 +460,85 @@ mod tests {
         assert_eq!(only_a.without(&a), FilterState::empty());
     }
 }
+
+/// Whether the ledger's statement holds, and under what condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Validity {
+    /// Holds however the charges and the budget changes are chosen: the budget's high-water mark
+    /// has reached the cap fixed at creation, which no budget may pass.
+    Always,
+    /// Holds as long as the budget is never raised above the high-water mark (on any course the
+    /// interaction could take: a raise chosen from the outputs voids it); up to the cap, if any,
+    /// whose statement holds always.
+    UnlessRaised,
+    /// No filter statement holds for this ledger's past (see the note).
+    Unknown,
+}
+
+/// What the ledger states about the whole interaction on it: G_μ ⊗ f_{0,δ} at the budget's
+/// high-water mark (μ_max, δ_max) — the largest budget ever in force, which lowering the budget
+/// never lowers — or at what was spent if that is larger. Every unit was admitted with
+/// Σμᵢ² ≤ μ_B(t)² ≤ μ_max² and Σδᵢ ≤ δ_B(t) ≤ δ_max, so the filter theorem (`docs/filter.md`) holds
+/// at (μ_max, δ_max) for every strategy whose budget never passes them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct Statement {
+    /// μ and δ of the stated guarantee G_μ ⊗ f_{0,δ} (rounded up: the gate's tolerance included).
+    pub mu: f64,
+    pub delta: f64,
+    pub validity: Validity,
+    /// The cap fixed at creation: G_cap ⊗ f_{0,δ_cap} holds however the charges and the budget
+    /// changes are chosen.
+    #[schema(value_type = Option<super::input::Budget>)]
+    pub cap: Option<Budget>,
+    /// The condition in words.
+    pub note: String,
+}
+
+impl Statement {
+    /// The statement of a ledger whose budget's high-water mark is `high`, with an optional `cap`,
+    /// after spending `s`; `unknown` gives why no statement holds for its past.
+    pub fn of(high: &Budget, cap: Option<Budget>, s: &FilterState, unknown: Option<&str>) -> Self {
+        let (mu, delta) = high.guarantee(s).key();
+        let (mu, delta) = (f64::from_bits(mu), f64::from_bits(delta));
+        let (validity, note) = match (unknown, cap) {
+            (Some(why), _) => (
+                Validity::Unknown,
+                format!("no filter statement holds for this ledger's past: {why}"),
+            ),
+            (None, Some(c)) if high.mu() >= c.mu() && high.delta() >= c.delta() => (
+                Validity::Always,
+                "the budget has reached its cap, which no change may pass: this holds however \
+                 the charges and the budget changes were (and will be) chosen"
+                    .to_owned(),
+            ),
+            (None, Some(c)) => (
+                Validity::UnlessRaised,
+                format!(
+                    "holds unless the budget is raised above mu = {}, delta = {:e}; a raise may not \
+                     pass the cap (mu = {}, delta = {:e}), whose statement holds always",
+                    high.mu(),
+                    high.delta(),
+                    c.mu(),
+                    c.delta()
+                ),
+            ),
+            (None, None) => (
+                Validity::UnlessRaised,
+                format!(
+                    "holds unless the budget is raised above mu = {}, delta = {:e} (no cap was \
+                     fixed at creation)",
+                    high.mu(),
+                    high.delta()
+                ),
+            ),
+        };
+        Statement {
+            mu,
+            delta,
+            validity,
+            cap,
+            note,
+        }
+    }
+}

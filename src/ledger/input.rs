@@ -134,6 +134,9 @@ pub struct NewDataset {
     /// Blocks with a budget each (the `budget` is then every block's), or none.
     pub partitioning: Option<super::partition::Partitioning>,
     pub budget: Budget,
+    /// A cap no budget may ever pass (fixed here, immutable): with it, the ledger's statement
+    /// at the cap holds however the budget is changed.
+    pub cap: Option<Budget>,
     pub neighboring_relation: NeighboringRelation,
     pub description: String,
     pub grid_step: GridStep,
@@ -150,6 +153,25 @@ impl NewDataset {
         let id = dataset_id(json::string(i, &p)?, &p)?;
         let (b, p) = f.required("budget")?;
         let budget = Budget::from_json(b, &p)?;
+        let cap = match f.optional("cap") {
+            None => None,
+            Some((x, p)) => {
+                let cap = Budget::from_json(x, &p)?;
+                if cap.mu() < budget.mu() || cap.delta() < budget.delta() {
+                    return Err(InputError::new(
+                        &p,
+                        format!(
+                            "must be at least the budget (mu {} >= {}, delta {:e} >= {:e})",
+                            cap.mu(),
+                            budget.mu(),
+                            cap.delta(),
+                            budget.delta()
+                        ),
+                    ));
+                }
+                Some(cap)
+            }
+        };
         let neighboring_relation = match f.optional("neighboring_relation") {
             None => NeighboringRelation::default(),
             Some((x, p)) => relation(x, &p)?,
@@ -189,6 +211,7 @@ impl NewDataset {
             id,
             partitioning,
             budget,
+            cap,
             neighboring_relation,
             description,
             grid_step,
@@ -973,6 +996,24 @@ pub fn token_request(v: &Value) -> Result<(String, String, Option<u64>), InputEr
     };
     f.finish()?;
     Ok((name, role.to_owned(), days))
+}
+
+/// `PUT /v1/datasets/{id}/blocks/{block}`: `{description?}` (at most 4096 characters).
+pub fn block_declaration(v: &Value) -> Result<Option<String>, InputError> {
+    let root = JsonPath::root();
+    let mut f = Fields::new(v, &root)?;
+    let description = match f.optional("description") {
+        None => None,
+        Some((x, p)) => {
+            let s = json::string(x, &p)?;
+            if s.chars().count() > 4096 {
+                return Err(InputError::new(&p, "must be at most 4096 characters"));
+            }
+            Some(s.to_owned())
+        }
+    };
+    f.finish()?;
+    Ok(description)
 }
 
 #[cfg(test)]

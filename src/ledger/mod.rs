@@ -40,6 +40,7 @@ use crate::store::{
 use auth::{Action, Actor};
 pub use filter::GATE_TOLERANCE;
 use filter::{Exceeded, FilterState, Gate, Verdict};
+pub use filter::{Statement, Validity};
 use input::{Budget, BudgetPatch, ChargeRequest, NewDataset};
 use serde::Serialize;
 use serde_json::Value;
@@ -193,6 +194,12 @@ pub enum LedgerError {
     /// A block past its dataset's retention horizon: it may be read, not charged.
     #[error("{0}")]
     ReadOnly(String),
+    /// A budget above the cap fixed at the dataset's creation.
+    #[error("{0}")]
+    CapExceeded(String),
+    /// Too many new ledgers (blocks) for one principal this minute; retry after the seconds.
+    #[error("{1}")]
+    TooManyNewLedgers(u64, String),
 }
 
 pub(crate) fn internal(e: impl std::fmt::Display) -> LedgerError {
@@ -259,6 +266,9 @@ pub struct DatasetView {
     #[schema(value_type = String)]
     pub neighboring_relation: NeighboringRelation,
     pub budget: Budget,
+    /// What the ledger states about the whole interaction on it (at the budget's high-water mark,
+    /// which lowering the budget never lowers), and when it holds.
+    pub statement: Statement,
     /// μ spent under the adaptive filter, √Σμᵢ² over the admitted units (rounded up).
     pub mu_spent: f64,
     /// δ spent under the filter, Σδᵢ (rounded up).
@@ -376,12 +386,14 @@ pub struct Preview {
 /// The report of a dataset: the filter's guarantee, and the exact composition beside it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct DatasetReport {
-    /// Every figure of the report is that of the filter's guarantee G_{μ_B} ⊗ f_{0,δ_B}: valid for
-    /// the whole interaction however the charges were (and will be) chosen. What was spent is budget
-    /// use, below; it is not itself a guarantee (it depends on the outputs).
+    /// Every figure of the report is that of the ledger's statement G_{μ_max} ⊗ f_{0,δ_max}, at the
+    /// budget's high-water mark (see `statement` for when it holds). What was spent is budget use,
+    /// below; it is not itself a guarantee (it depends on the outputs).
     #[serde(flatten)]
     #[schema(value_type = schema::ReportWire)]
     pub report: Report,
+    /// What the figures state and when it holds.
+    pub statement: Statement,
     pub mu_spent: f64,
     pub delta_spent: f64,
     pub units: i64,
@@ -434,6 +446,8 @@ fn unchanged(row: &DatasetRow, f: &FilterState, updated_at: String) -> DatasetUp
     DatasetUpdate {
         budget_mu: row.budget_mu,
         budget_delta: row.budget_delta,
+        mu_max: row.mu_max,
+        delta_max: row.delta_max,
         charges: row.charges,
         mu_spent: f.mu(),
         mu_sq_spent: f.mu_sq(),
@@ -448,13 +462,13 @@ fn unchanged(row: &DatasetRow, f: &FilterState, updated_at: String) -> DatasetUp
     }
 }
 
-/// The row of a new, empty ledger (a dataset, or a block on its first charge) with `budget` and
-/// grid step `h`.
+/// The row of a new, empty ledger (a dataset, or a block on its first charge) with `budget`, grid
+/// step `h` and an optional `cap`.
 fn empty_row(
     id: String,
     description: String,
     relation: &str,
-    (budget, h): (Budget, GridStep),
+    (budget, h, cap): (Budget, GridStep, Option<Budget>),
     create_hash: Option<String>,
 ) -> DatasetRow {
     let ts = now();
@@ -474,6 +488,11 @@ fn empty_row(
         exact_mu: Some(0.0),
         reserved: Some(0),
         create_hash,
+        mu_max: budget.mu(),
+        delta_max: budget.delta(),
+        cap_mu: cap.map(|c| c.mu()),
+        cap_delta: cap.map(|c| c.delta()),
+        statement_unknown: None,
         created_at: ts.clone(),
         updated_at: ts,
     }
@@ -518,6 +537,8 @@ pub struct Ledgers {
     admission: admission::Admission,
     /// Datasets' partitionings (fixed at creation, and datasets are never deleted).
     partitionings: Mutex<ByteCache<String, Option<partition::Partitioning>>>,
+    /// Block ledgers each principal created this minute.
+    created: partition::CreationLimit,
 }
 
 /// Bytes of kept partitionings: 1 MiB.
@@ -542,6 +563,32 @@ fn relation_of(row: &DatasetRow) -> Result<NeighboringRelation, LedgerError> {
 fn budget_of(row: &DatasetRow) -> Result<Budget, LedgerError> {
     Budget::new(row.budget_mu, row.budget_delta)
         .map_err(|e| LedgerError::Corrupt(row.id.clone(), format!("budget: {e}")))
+}
+
+/// The budget's high-water mark (μ_max, δ_max): what every report states ([`Statement`]).
+fn stated_budget(row: &DatasetRow) -> Result<Budget, LedgerError> {
+    Budget::new(row.mu_max, row.delta_max)
+        .map_err(|e| LedgerError::Corrupt(row.id.clone(), format!("high-water mark: {e}")))
+}
+
+/// The cap fixed at creation, if any.
+fn cap_of(row: &DatasetRow) -> Result<Option<Budget>, LedgerError> {
+    match (row.cap_mu, row.cap_delta) {
+        (Some(mu), Some(delta)) => Budget::new(mu, delta)
+            .map(Some)
+            .map_err(|e| LedgerError::Corrupt(row.id.clone(), format!("cap: {e}"))),
+        _ => Ok(None),
+    }
+}
+
+/// What the ledger states after spending `f` ([`Statement`]).
+fn statement_of(row: &DatasetRow, f: &FilterState) -> Result<Statement, LedgerError> {
+    Ok(Statement::of(
+        &stated_budget(row)?,
+        cap_of(row)?,
+        f,
+        row.statement_unknown.as_deref(),
+    ))
 }
 
 /// The stored grid step, checked.
@@ -570,6 +617,7 @@ fn view(row: &DatasetRow, f: &FilterState) -> Result<DatasetView, LedgerError> {
         description: row.description.clone(),
         neighboring_relation: relation_of(row)?,
         budget,
+        statement: statement_of(row, f)?,
         mu_spent: f.mu(),
         delta_spent: f.delta(),
         remaining_mu: budget.remaining_mu(f),
@@ -1170,6 +1218,7 @@ impl Ledgers {
             oidc: None,
             admission: admission::Admission::new(admission::AdmissionConfig::default()),
             partitionings: Mutex::new(ByteCache::new(PARTITIONING_CACHE_BYTES)),
+            created: partition::CreationLimit::default(),
         }
     }
 
@@ -1470,7 +1519,7 @@ impl Ledgers {
             d.id.clone(),
             d.description,
             d.neighboring_relation.as_str(),
-            (d.budget, d.grid_step),
+            (d.budget, d.grid_step, d.cap),
             Some(d.request_hash.clone()),
         );
         let state = Composition::new(d.neighboring_relation, d.grid_step).to_bytes();
@@ -1579,9 +1628,28 @@ impl Ledgers {
             let f = filter_of(&row)?;
             let quotas = self.store.list_quotas(id).await?;
             quotas::budget_holds_quotas(&row, &quotas, &budget)?;
+            if let Some(cap) = cap_of(&row)? {
+                if budget.mu() > cap.mu() || budget.delta() > cap.delta() {
+                    return Err(LedgerError::CapExceeded(format!(
+                        "the budget (mu {}, delta {:e}) may not pass the cap fixed when the \
+                         dataset was created (mu {}, delta {:e}): the ledger's statement at the \
+                         cap rests on it",
+                        budget.mu(),
+                        budget.delta(),
+                        cap.mu(),
+                        cap.delta()
+                    )));
+                }
+            }
             let ts = now();
             let mut after = row.clone();
             (after.budget_mu, after.budget_delta) = (budget.mu(), budget.delta());
+            // The high-water mark never moves down: lowering restricts what may be spent from
+            // now on, not what was possible before.
+            (after.mu_max, after.delta_max) = (
+                row.mu_max.max(budget.mu()),
+                row.delta_max.max(budget.delta()),
+            );
             after.version += 1;
             after.updated_at = ts.clone();
             let body = serde_json::to_value(view(&after, &f)?)
@@ -1598,6 +1666,8 @@ impl Ledgers {
             let update = DatasetUpdate {
                 budget_mu: budget.mu(),
                 budget_delta: budget.delta(),
+                mu_max: after.mu_max,
+                delta_max: after.delta_max,
                 audit: Some(
                     audit::draft(actor, "budget.changed", Some(id), Some(id))
                         .before(&budget_of(&row)?)
@@ -1922,7 +1992,6 @@ impl Ledgers {
             if version != row.version {
                 return Ok(Attempt::Retry);
             }
-            let budget = gate.budget;
             let (event, own, reserve) = (unit.event.clone(), unit.delta, unit.reserve);
             let g2 = gate.clone();
             let cost = cost_of(&base, &event);
@@ -1952,11 +2021,13 @@ impl Ledgers {
                 }
             };
             let relation = relation_of(&row)?;
-            // The filter's report is closed-form (μ-GDP of the budget and of what was spent), and
-            // the same for every charge within the budget: kept.
+            // The filter's report is closed-form (μ-GDP of the statement and of what was spent),
+            // and the same for every charge within the budget: kept. It states the budget's
+            // high-water mark, not the (possibly lowered) budget.
             let reports = self.reports.clone();
+            let stated = stated_budget(&row)?;
             let report = blocking(&self.admission, admission::Cost::Light, move || {
-                Ok(reports.get(&after, &budget, relation, &DEFAULT_REPORT_OPTIONS))
+                Ok(reports.get(&after, &stated, relation, &DEFAULT_REPORT_OPTIONS))
             })
             .await?;
             let ts = now();
@@ -2083,6 +2154,7 @@ impl Ledgers {
         let row = self.row(id).await?;
         let (gate, _) = self.gate_now(&row, &actor.principal.name).await?;
         let (budget, filter) = (gate.budget, gate.state);
+        let stated = stated_budget(&row)?;
         let base = self.state(&row).await?;
         let relation = relation_of(&row)?;
         let cost = cost_of(&base, &req.event);
@@ -2099,7 +2171,7 @@ impl Ledgers {
                     mu_budget: budget.mu(),
                     delta_budget: budget.delta(),
                     reason: None,
-                    report: reports.get(&after, &budget, relation, opts),
+                    report: reports.get(&after, &stated, relation, opts),
                 },
                 Verdict::Rejected(by, why) => {
                     let r = rejection(&gate, g.unit, by, why);
@@ -2111,7 +2183,7 @@ impl Ledgers {
                         mu_budget: budget.mu(),
                         delta_budget: budget.delta(),
                         reason: Some(r.reason),
-                        report: reports.get(&filter, &budget, relation, opts),
+                        report: reports.get(&filter, &stated, relation, opts),
                     }
                 }
             })
@@ -2186,11 +2258,13 @@ impl Ledgers {
         let filter = filter_of(&row)?;
         let state = self.state(&row).await?;
         let budget = budget_of(&row)?;
+        let stated = stated_budget(&row)?;
+        let statement = statement_of(&row, &filter)?;
         let relation = relation_of(&row)?;
         let cost = admission::Cost::light_if(state.is_analytic());
         let reports = self.reports.clone();
         blocking(&self.admission, cost, move || {
-            let report = reports.get(&filter, &budget, relation, &opts);
+            let report = reports.get(&filter, &stated, relation, &opts);
             let exact_opts = ReportOptions {
                 delta_slack: budget.delta_slack(),
                 ..opts
@@ -2201,6 +2275,7 @@ impl Ledgers {
             });
             Ok(DatasetReport {
                 report,
+                statement,
                 mu_spent: filter.mu(),
                 delta_spent: filter.delta(),
                 units: filter.units(),

@@ -89,8 +89,10 @@ pub struct BlockView {
     /// A time block's span `[start, end)` (RFC 3339); absent for named partitions.
     pub start: Option<String>,
     pub end: Option<String>,
-    /// Whether the block exists (has been charged).
+    /// Whether the block exists (a time block: has been charged; a named partition: was declared).
     pub exists: bool,
+    /// What the block holds (a named partition: as its admin declared it).
+    pub description: String,
     /// Past the retention horizon: no charge may name it.
     pub read_only: bool,
     pub budget: super::Budget,
@@ -142,7 +144,11 @@ fn block_template(parent: &DatasetRow, name: &str) -> Result<DatasetRow, LedgerE
         partition::block_id(&parent.id, name),
         format!("block {name} of {}", parent.id),
         &parent.neighboring_relation,
-        (budget_of(parent)?, grid_step_of(parent)?),
+        (
+            budget_of(parent)?,
+            grid_step_of(parent)?,
+            super::cap_of(parent)?,
+        ),
         None,
     ))
 }
@@ -226,15 +232,40 @@ impl Ledgers {
                     ))
                 }
                 (Some(p), Some(sel)) => {
-                    for name in p.blocks(sel, &path).map_err(invalid)? {
+                    let names = p.blocks(sel, &path).map_err(invalid)?;
+                    for name in names {
+                        if let Some(why) = p.beyond_horizon(&name, now) {
+                            return Err(LedgerError::Invalid(path.to_string(), why));
+                        }
                         if read_only.is_none() {
                             read_only = p.read_only(&name, now);
                         }
+                        let id = partition::block_id(&t.dataset, &name);
+                        // A named partition exists only once an admin declared it: a caller
+                        // cannot mint a fresh budget for records it reads under a new name.
+                        let template = match p {
+                            Partitioning::Named => {
+                                if self.store.get_dataset(&id).await?.is_none() {
+                                    return Err(LedgerError::Invalid(
+                                        path.field("blocks").to_string(),
+                                        format!(
+                                            "partition {name:?} of dataset {:?} is not declared: \
+                                             an admin of the dataset declares each named \
+                                             partition (PUT /v1/datasets/{}/blocks/{name}) \
+                                             before a charge may name it",
+                                            t.dataset, t.dataset
+                                        ),
+                                    ));
+                                }
+                                None
+                            }
+                            Partitioning::Time { .. } => Some(block_template(&row, &name)?),
+                        };
                         out.insert(
-                            partition::block_id(&t.dataset, &name),
+                            id,
                             Resolved {
                                 dataset: t.dataset.clone(),
-                                template: Some(block_template(&row, &name)?),
+                                template,
                                 block: Some(name),
                             },
                         );
@@ -414,6 +445,32 @@ impl Ledgers {
                     .done();
                 self.store.audit(&audit).await?;
                 return Err(LedgerError::BudgetExceeded(Box::new(r)));
+            }
+        }
+        // New blocks: at most so many per request, and per principal per minute.
+        let new = parts.iter().filter(|p| !p.exists).count();
+        if new > partition::MAX_NEW_LEDGERS_PER_REQUEST {
+            return Err(LedgerError::Invalid(
+                "datasets".into(),
+                format!(
+                    "would create {new} new block ledgers; at most {} per charge (charge \
+                     blocks nobody charged yet in parts)",
+                    partition::MAX_NEW_LEDGERS_PER_REQUEST
+                ),
+            ));
+        }
+        if new > 0 {
+            let now = std::time::Instant::now();
+            if let Err(retry) = self.created.take(&actor.principal.name, new, now) {
+                return Err(LedgerError::TooManyNewLedgers(
+                    retry,
+                    format!(
+                        "{:?} created more than {} new block ledgers in the last minute; retry \
+                         in {retry} s",
+                        actor.principal.name,
+                        partition::MAX_NEW_LEDGERS_PER_MINUTE
+                    ),
+                ));
             }
         }
         let ts = super::now();
@@ -608,6 +665,66 @@ impl Ledgers {
         Ok(gates)
     }
 
+    /// Declares named partition `name` of dataset `id` (admins of the dataset): its ledger is
+    /// created empty, with the dataset's per-block budget and `description` (which records it
+    /// holds). Until then no charge may name it, so nobody mints a fresh budget for records by
+    /// reading them under a new name (`docs/partitions.md`). Declaring it again changes nothing
+    /// (`false`).
+    pub async fn declare_block(
+        &self,
+        actor: &Actor,
+        id: &str,
+        name: &str,
+        description: Option<String>,
+    ) -> Result<(BlockView, bool), LedgerError> {
+        self.authorize(actor, id, Action::Administer).await?;
+        let parent = self.row(id).await?;
+        let name = partition::block_name(name, &JsonPath::root())
+            .map_err(|e| LedgerError::Invalid("path.block".into(), e.reason))?;
+        match self.partitioning_of(id).await? {
+            Some(Partitioning::Named) => {}
+            Some(Partitioning::Time { .. }) => {
+                return Err(LedgerError::Invalid(
+                    "path.id".into(),
+                    format!(
+                        "dataset {id:?} has time blocks, which exist by their time: only named \
+                         partitions are declared"
+                    ),
+                ))
+            }
+            None => {
+                return Err(LedgerError::Invalid(
+                    "path.id".into(),
+                    format!("dataset {id:?} is not partitioned"),
+                ))
+            }
+        }
+        let mut row = block_template(&parent, &name)?;
+        if let Some(d) = description {
+            row.description = d;
+        }
+        let state = Composition::new(relation_of(&row)?, grid_step_of(&row)?).to_bytes();
+        let audit = audit::draft(actor, "block.declared", Some(id), Some(&row.id))
+            .after(&serde_json::json!({"block": name, "description": row.description}))
+            .done();
+        let created = match self
+            .store
+            .create_dataset(&row, &state, None, Some(&audit))
+            .await
+        {
+            Ok(()) => true,
+            Err(StoreError::AlreadyExists) => false,
+            Err(e) => return Err(e.into()),
+        };
+        let view = self
+            .list_blocks(actor, id, Some(BlockSelector::Names(vec![name])), None, 1)
+            .await?
+            .items
+            .pop()
+            .ok_or_else(|| LedgerError::Internal("a declared block is listed".into()))?;
+        Ok((view, created))
+    }
+
     /// A partitioned dataset's blocks: a page of the existing ones, or every block `sel` names
     /// (with what is left over them).
     pub async fn list_blocks(
@@ -636,6 +753,7 @@ impl Ledgers {
                 start: span.map(|s| s.0.to_rfc3339()),
                 end: span.map(|s| s.1.to_rfc3339()),
                 exists,
+                description: row.description.clone(),
                 read_only: p.read_only(name, now).is_some(),
                 budget: v.budget,
                 mu_spent: v.mu_spent,

@@ -46,6 +46,44 @@ use serde_json::Value;
 /// or 41 days of hourly ones. Checked before any block is read.
 pub const MAX_BLOCKS: usize = 1000;
 
+/// How many widths ahead of now a charge may reach by default: the current block and the next one
+/// (a query running across a boundary). Nobody exhausts next year's blocks today.
+pub const DEFAULT_HORIZON_BLOCKS: u32 = 1;
+
+/// Most new block ledgers one charge may create (a year of daily blocks fits).
+pub const MAX_NEW_LEDGERS_PER_REQUEST: usize = 400;
+
+/// Most new block ledgers one principal may create per minute, per replica.
+pub const MAX_NEW_LEDGERS_PER_MINUTE: usize = 2000;
+
+/// Counts the block ledgers each principal created in the current minute (per replica): a flood
+/// of charges naming fresh blocks cannot fill the store.
+#[derive(Debug, Default)]
+pub struct CreationLimit(
+    std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, usize)>>,
+);
+
+impl CreationLimit {
+    /// Takes `n` creations for `principal` at `now`, or the seconds until it may try again.
+    pub fn take(&self, principal: &str, n: usize, now: std::time::Instant) -> Result<(), u64> {
+        let minute = std::time::Duration::from_secs(60);
+        let mut m = self.0.lock().expect("creation limit");
+        if m.len() > 10_000 {
+            m.retain(|_, (start, _)| now.duration_since(*start) < minute);
+        }
+        let e = m.entry(principal.to_owned()).or_insert((now, 0));
+        if now.duration_since(e.0) >= minute {
+            *e = (now, 0);
+        }
+        if e.1 + n > MAX_NEW_LEDGERS_PER_MINUTE {
+            let left = minute.saturating_sub(now.duration_since(e.0));
+            return Err(left.as_secs().max(1));
+        }
+        e.1 += n;
+        Ok(())
+    }
+}
+
 /// The separator of a block's ledger id, `parent@block` ('@' is not allowed in a dataset id).
 pub const BLOCK_SEPARATOR: char = '@';
 
@@ -58,8 +96,12 @@ pub enum Partitioning {
         zone: chrono_tz::Tz,
         /// Blocks ending more than this many widths ago are read-only.
         retention_blocks: Option<u32>,
+        /// How far ahead a charge may reach: blocks starting more than this many widths after
+        /// now are refused (default [`DEFAULT_HORIZON_BLOCKS`]: the current block and the next).
+        horizon_blocks: u32,
     },
-    /// Blocks named by the caller (e.g. user-id ranges), created on first use.
+    /// Blocks named by an admin of the dataset (e.g. user-id ranges), each declared before a
+    /// charge may name it (`PUT /v1/datasets/{id}/blocks/{name}`).
     Named,
 }
 
@@ -363,10 +405,18 @@ impl Partitioning {
                         )
                     }
                 };
+                let horizon_blocks = match f.optional("horizon_blocks") {
+                    None => DEFAULT_HORIZON_BLOCKS,
+                    Some((r, pr)) => u32::try_from(json::integer(r, &pr, 0)?)
+                        .ok()
+                        .filter(|n| *n <= 10_000)
+                        .ok_or_else(|| InputError::new(&pr, "must be an integer in [0, 10000]"))?,
+                };
                 Partitioning::Time {
                     width,
                     zone,
                     retention_blocks,
+                    horizon_blocks,
                 }
             }
             other => {
@@ -388,11 +438,13 @@ impl Partitioning {
                 width,
                 zone,
                 retention_blocks,
+                horizon_blocks,
             } => serde_json::json!({
                 "type": "time",
                 "width": width.as_str(),
                 "time_zone": zone.name(),
                 "retention_blocks": retention_blocks,
+                "horizon_blocks": horizon_blocks,
             }),
         }
     }
@@ -467,12 +519,37 @@ impl Partitioning {
         Ok(names)
     }
 
+    /// Why block `name` may not be charged at `now` because it starts beyond the charge horizon
+    /// (more than `horizon_blocks` widths ahead of now), if so.
+    pub fn beyond_horizon(&self, name: &str, now: DateTime<Utc>) -> Option<String> {
+        let Partitioning::Time {
+            width,
+            zone,
+            horizon_blocks,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let start = instant(*zone, width.start_of(name)?);
+        let limit = now + width.nominal() * (*horizon_blocks as i32);
+        (start > limit).then(|| {
+            format!(
+                "block {name:?} starts at {}, beyond the dataset's charge horizon ({horizon_blocks} \
+                 {} block(s) ahead of now): future blocks are charged when they come",
+                start.to_rfc3339(),
+                width.as_str()
+            )
+        })
+    }
+
     /// Why block `name` may not be charged at `now` (past the retention horizon), if so.
     pub fn read_only(&self, name: &str, now: DateTime<Utc>) -> Option<String> {
         let Partitioning::Time {
             width,
             zone,
             retention_blocks: Some(n),
+            ..
         } = self
         else {
             return None;

@@ -164,6 +164,18 @@ pub struct GroupWire {
     pub mu: Option<f64>,
     /// (kε, δ·(e^{kε} − 1)/(e^ε − 1)) for each finite (ε, δ) of the report's `epsilon`.
     pub epsilon: Vec<GroupPointWire>,
+    /// When the guarantee is G_μ ⊗ f_{0,δ} with δ > 0 (a dataset's statement): the group's
+    /// trade-off is at least G_{kμ}(α) − δ_k, so its δ(ε) ≤ δ_k + δ_{kμ}(ε), with δ_1 = δ and
+    /// δ_j = δ + Φ(Φ⁻¹(δ_{j−1}) + μ) (Dong, Roth & Su Thm 2.14; not k·δ).
+    pub gdp: Option<GroupGdpWire>,
+}
+
+/// A group's GDP statement with an additive δ part: f(α) ≥ G_μ(α) − δ.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = GroupGdp)]
+pub struct GroupGdpWire {
+    pub mu: f64,
+    pub delta: f64,
 }
 
 /// Accountant identification.

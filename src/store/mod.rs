@@ -32,9 +32,16 @@
 //! are datasets of their own, with ids `parent@block` ('@' is not allowed in a dataset id, so a
 //! block id never collides with one), created by the first charge that reads them
 //! ([`Store::append_many`]).
+//! Version 8 adds what the ledger's guarantee statement needs: `datasets.mu_max`, `delta_max` (the
+//! budget's high-water mark: the largest μ_B and δ_B ever in force; lowering the budget never lowers
+//! them), `cap_mu`, `cap_delta` (an optional cap fixed at creation, which no budget may pass) and
+//! `statement_unknown` (why no filter statement holds for the ledger's past, or NULL). Migrated
+//! ledgers get the largest budget their entries and audit log record, and `statement_unknown`
+//! when their charges were admitted by version 1's gate (a charge's stored response carries no
+//! certificate) or when a budget change predates the audit log (the budget before it is lost).
 
 /// The schema version this release writes (the last of [`MIGRATIONS`]).
-pub const LATEST: i64 = 7;
+pub const LATEST: i64 = 8;
 
 /// Schema migrations after version 1, as (version, statements); the SQL is portable between
 /// SQLite and PostgreSQL (`REAL` is `float4` in PostgreSQL, so `DOUBLE PRECISION` is spelt out
@@ -148,6 +155,43 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "CREATE INDEX IF NOT EXISTS datasets_id_bytes ON datasets (id COLLATE {C})",
         ],
     ),
+    (
+        8,
+        &[
+            "ALTER TABLE datasets ADD COLUMN mu_max {F}",
+            "ALTER TABLE datasets ADD COLUMN delta_max {F}",
+            "ALTER TABLE datasets ADD COLUMN cap_mu {F}",
+            "ALTER TABLE datasets ADD COLUMN cap_delta {F}",
+            "ALTER TABLE datasets ADD COLUMN statement_unknown TEXT",
+            "UPDATE datasets SET mu_max = budget_mu, delta_max = budget_delta",
+            // Every budget the ledger recorded: budget entries, and the budget before each audited
+            // change (the creation budget, when it was lowered).
+            "UPDATE datasets SET mu_max = (SELECT MAX(e.budget_mu) FROM entries e WHERE \
+             e.dataset_id = datasets.id AND e.kind = 'budget') WHERE mu_max < (SELECT \
+             MAX(e.budget_mu) FROM entries e WHERE e.dataset_id = datasets.id AND \
+             e.kind = 'budget')",
+            "UPDATE datasets SET delta_max = (SELECT MAX(e.budget_delta) FROM entries e WHERE \
+             e.dataset_id = datasets.id AND e.kind = 'budget') WHERE delta_max < (SELECT \
+             MAX(e.budget_delta) FROM entries e WHERE e.dataset_id = datasets.id AND \
+             e.kind = 'budget')",
+            "UPDATE datasets SET mu_max = (SELECT MAX({J:a.before_value:mu}) FROM audit a WHERE \
+             a.dataset_id = datasets.id AND a.action = 'budget.changed') WHERE mu_max < (SELECT \
+             MAX({J:a.before_value:mu}) FROM audit a WHERE a.dataset_id = datasets.id AND \
+             a.action = 'budget.changed')",
+            "UPDATE datasets SET delta_max = (SELECT MAX({J:a.before_value:delta}) FROM audit a \
+             WHERE a.dataset_id = datasets.id AND a.action = 'budget.changed') WHERE delta_max < \
+             (SELECT MAX({J:a.before_value:delta}) FROM audit a WHERE a.dataset_id = datasets.id \
+             AND a.action = 'budget.changed')",
+            "UPDATE datasets SET statement_unknown = 'a budget change predates the audit log: the \
+             budget in force before it is not recorded' WHERE (SELECT COUNT(*) FROM entries e \
+             WHERE e.dataset_id = datasets.id AND e.kind = 'budget') > (SELECT COUNT(*) FROM \
+             audit a WHERE a.dataset_id = datasets.id AND a.action = 'budget.changed')",
+            "UPDATE datasets SET statement_unknown = 'converted from schema version 1: its \
+             earlier charges were admitted by the old gate, which is not a filter' WHERE EXISTS \
+             (SELECT 1 FROM entries e WHERE e.dataset_id = datasets.id AND e.kind = 'charge' AND \
+             e.principal IS NULL AND (e.response IS NULL OR e.response NOT LIKE '%\"unit\":%'))",
+        ],
+    ),
 ];
 
 #[cfg(test)]
@@ -156,13 +200,43 @@ fn latest_is_the_last_migration() {
     assert_eq!(MIGRATIONS.last().map(|m| m.0), Some(LATEST));
 }
 
-/// A migration statement with the store's float, integer and auto-increment key type names and
-/// its byte-wise collation (SQLite `BINARY`, PostgreSQL `"C"`).
-pub fn migration_sql(stmt: &str, float: &str, int: &str, serial: &str, bytes: &str) -> String {
-    stmt.replace("{F}", float)
+/// A migration statement with the store's float, integer and auto-increment key type names, its
+/// byte-wise collation (SQLite `BINARY`, PostgreSQL `"C"`), and each `{J:column:key}` replaced by
+/// `json(column, key)`: the number at `key` of the JSON text in `column`.
+pub fn migration_sql(
+    stmt: &str,
+    float: &str,
+    int: &str,
+    serial: &str,
+    bytes: &str,
+    json: fn(&str, &str) -> String,
+) -> String {
+    let mut s = stmt
+        .replace("{F}", float)
         .replace("{I}", int)
         .replace("{SERIAL}", serial)
-        .replace("{C}", bytes)
+        .replace("{C}", bytes);
+    while let Some(start) = s.find("{J:") {
+        let end = start + s[start..].find('}').expect("a closed {J:…} placeholder");
+        let (column, key) = s[start + 3..end].split_once(':').expect("{J:column:key}");
+        let expr = json(column, key);
+        s.replace_range(start..=end, &expr);
+    }
+    s
+}
+
+#[cfg(test)]
+#[test]
+fn json_placeholders_are_replaced_per_store() {
+    let q = migration_sql(
+        "SELECT {J:a.b:mu}, {J:c:delta} {F}",
+        "REAL",
+        "INTEGER",
+        "",
+        "",
+        |c, k| format!("j({c},{k})"),
+    );
+    assert_eq!(q, "SELECT j(a.b,mu), j(c,delta) REAL");
 }
 
 /// SQL shared by both stores, with `?` placeholders ([`numbered`] makes PostgreSQL's `$n`).
@@ -209,26 +283,28 @@ pub mod sql {
         delta_spent = excluded.delta_spent, units = excluded.units, \
         updated_at = excluded.updated_at";
 
-    /// A new dataset (19 parameters, in [`super::DatasetRow`]'s order; `mu_spent_lower` repeats
+    /// A new dataset (24 parameters, in [`super::DatasetRow`]'s order; `mu_spent_lower` repeats
     /// `mu_spent`, `state` comes after `create_hash`).
     pub const DATASET_INSERT: &str = "INSERT INTO datasets (id, description, \
         neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
         mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
-        created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        mu_max, delta_max, cap_mu, cap_delta, statement_unknown, created_at, updated_at) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     /// The append's compare-and-swap: every field of [`super::DatasetUpdate`] assigned (what
     /// [`super::DatasetUpdate::applied`] mirrors), the state kept when NULL, the version moved
     /// by one, only at the expected version.
     pub const APPEND_UPDATE: &str = "UPDATE datasets SET version = version + 1, budget_mu = ?, \
-        budget_delta = ?, charges = ?, mu_spent = ?, mu_spent_lower = ?, mu_sq_spent = ?, \
-        delta_spent = ?, units = ?, exact_mu = ?, reserved = ?, state = COALESCE(?, state), \
-        updated_at = ? WHERE id = ? AND version = ?";
+        budget_delta = ?, mu_max = ?, delta_max = ?, charges = ?, mu_spent = ?, \
+        mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, units = ?, exact_mu = ?, \
+        reserved = ?, state = COALESCE(?, state), updated_at = ? WHERE id = ? AND version = ?";
     pub const DATASET_EXISTS: &str = "SELECT 1 FROM datasets WHERE id = ?";
     /// A block's first row (a concurrent creator may have inserted it: then the append's
     /// compare-and-swap at version 0 decides).
     pub const DATASET_INSERT_IF_ABSENT: &str = "INSERT INTO datasets (id, description, \
         neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
         mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
-        created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+        mu_max, delta_max, cap_mu, cap_delta, statement_unknown, created_at, updated_at) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
         ON CONFLICT (id) DO NOTHING";
     pub const PARTITIONING_SET: &str = "UPDATE datasets SET partitioning = ? WHERE id = ?";
     pub const PARTITIONING_GET: &str = "SELECT partitioning FROM datasets WHERE id = ?";
@@ -263,7 +339,7 @@ pub mod sql {
         () => {
             "id, description, neighboring_relation, budget_mu, budget_delta, grid_step, version, \
              charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, \
-             created_at, updated_at"
+             mu_max, delta_max, cap_mu, cap_delta, statement_unknown, created_at, updated_at"
         };
     }
     macro_rules! entry_columns {
@@ -382,6 +458,15 @@ macro_rules! row_decoders {
                 exact_mu: r.get("exact_mu"),
                 reserved: r.get("reserved"),
                 create_hash: r.get("create_hash"),
+                mu_max: r
+                    .get::<Option<f64>, _>("mu_max")
+                    .unwrap_or_else(|| r.get("budget_mu")),
+                delta_max: r
+                    .get::<Option<f64>, _>("delta_max")
+                    .unwrap_or_else(|| r.get("budget_delta")),
+                cap_mu: r.get("cap_mu"),
+                cap_delta: r.get("cap_delta"),
+                statement_unknown: r.get("statement_unknown"),
                 created_at: r.get("created_at"),
                 updated_at: r.get("updated_at"),
             }
@@ -511,6 +596,14 @@ pub struct DatasetRow {
     pub reserved: Option<i64>,
     /// SHA-256 of the creating request, so a retried creation is recognised.
     pub create_hash: Option<String>,
+    /// The budget's high-water mark: the largest μ_B and δ_B ever in force on this ledger.
+    pub mu_max: f64,
+    pub delta_max: f64,
+    /// The cap fixed at creation (no budget may pass it), if any.
+    pub cap_mu: Option<f64>,
+    pub cap_delta: Option<f64>,
+    /// Why no filter statement holds for the ledger's past (`None`: one does).
+    pub statement_unknown: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -637,6 +730,9 @@ pub struct TokenRow {
 pub struct DatasetUpdate {
     pub budget_mu: f64,
     pub budget_delta: f64,
+    /// The budget's high-water mark after the entry (never below the row's).
+    pub mu_max: f64,
+    pub delta_max: f64,
     pub charges: i64,
     pub mu_spent: f64,
     pub mu_sq_spent: f64,
@@ -665,6 +761,8 @@ impl DatasetUpdate {
             version: row.version + 1,
             budget_mu: self.budget_mu,
             budget_delta: self.budget_delta,
+            mu_max: self.mu_max,
+            delta_max: self.delta_max,
             charges: self.charges,
             mu_spent: self.mu_spent,
             mu_sq_spent: Some(self.mu_sq_spent),

@@ -153,6 +153,7 @@ async fn migrate(conn: &mut sqlx::PgConnection, upto: i64) -> Result<(), StoreEr
                 "BIGINT",
                 "BIGSERIAL PRIMARY KEY",
                 "\"C\"",
+                |column, key| format!("(({column})::jsonb->>'{key}')::DOUBLE PRECISION"),
             ))
             .execute(&mut *tx)
             .await
@@ -199,6 +200,11 @@ async fn insert_dataset(
         .bind(row.reserved)
         .bind(&row.create_hash)
         .bind(state)
+        .bind(row.mu_max)
+        .bind(row.delta_max)
+        .bind(row.cap_mu)
+        .bind(row.cap_delta)
+        .bind(&row.statement_unknown)
         .bind(&row.created_at)
         .bind(&row.updated_at)
         .execute(&mut *conn)
@@ -218,6 +224,8 @@ async fn append_in(
     let res = sqlx::query(&sql::numbered(sql::APPEND_UPDATE))
         .bind(update.budget_mu)
         .bind(update.budget_delta)
+        .bind(update.mu_max)
+        .bind(update.delta_max)
         .bind(update.charges)
         .bind(update.mu_spent)
         .bind(update.mu_spent)

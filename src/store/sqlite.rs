@@ -90,6 +90,8 @@ fn append_in(
         params![
             u.budget_mu,
             u.budget_delta,
+            u.mu_max,
+            u.delta_max,
             u.charges,
             u.mu_spent,
             u.mu_spent,
@@ -203,6 +205,11 @@ fn insert_dataset(
             r.reserved,
             r.create_hash,
             state,
+            r.mu_max,
+            r.delta_max,
+            r.cap_mu,
+            r.cap_delta,
+            r.statement_unknown,
             r.created_at,
             r.updated_at
         ])
@@ -319,6 +326,7 @@ async fn migrate(pool: &SqlitePool, upto: i64) -> Result<(), StoreError> {
                         "INTEGER",
                         "INTEGER PRIMARY KEY AUTOINCREMENT",
                         "BINARY",
+                        |column, key| format!("json_extract({column}, '$.{key}')"),
                     ))
                     .execute(&mut *conn)
                     .await?;

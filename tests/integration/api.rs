@@ -887,6 +887,15 @@ async fn the_report_states_group_privacy_when_asked() {
     assert_eq!(s, StatusCode::OK, "{r}");
     assert_eq!(r["group"]["size"], 2, "{r}");
     assert!(r["group"]["mu"].is_null(), "{r}");
+    // The statement G_1 ⊗ f_{0,1e-10} (the budget, with the gate's tolerance) gives two records
+    // G_2 minus δ_2 = δ + Φ(Φ⁻¹(δ) + 1) = 4.1403e-8 (mpmath), not 2δ (issue 31, row 12).
+    let g = &r["group"]["gdp"];
+    assert!(
+        g["mu"].as_f64().unwrap() >= 2.0 && g["mu"].as_f64().unwrap() < 2.0 + 1e-8,
+        "{r}"
+    );
+    let d2 = g["delta"].as_f64().unwrap();
+    assert!(d2 >= 4.1403e-8 && d2 < 4.1404e-8, "{r}");
     let e = r["epsilon"][0]["epsilon"].as_f64().unwrap();
     let ge = r["group"]["epsilon"][0]["epsilon"].as_f64().unwrap();
     assert!(ge >= 2.0 * e, "{r}");

@@ -178,6 +178,18 @@ async fn a_version_1_ledger_is_migrated() {
     );
     let (s, _) = app.get("/v1/datasets/empty").await;
     assert_eq!(s, StatusCode::OK);
+    // Its past was gated by the old rule, which is not a filter: no statement is made for it
+    // (issue 31, row 5); a ledger that had no charges then has a statement like any other.
+    for (id, validity) in [
+        ("gauss", "unknown"),
+        ("mixed", "unknown"),
+        ("empty", "unless_raised"),
+    ] {
+        let (_, d) = app.get(&format!("/v1/datasets/{id}")).await;
+        assert_eq!(d["statement"]["validity"], validity, "{id}: {d}");
+        let (_, r) = app.get(&format!("/v1/datasets/{id}/report")).await;
+        assert_eq!(r["statement"]["validity"], validity, "{id}: {r}");
+    }
     // The idempotent replay of an old charge still answers with its first response.
     let (s, _) = app
         .call(

@@ -262,6 +262,47 @@ async fn named_partitions_are_charged_by_name_under_the_dataset_grant() {
     assert!(s.is_success(), "{s}");
     let body = json!({"datasets": [{"id": "users", "blocks": ["ids-0-999", "ids-1000-1999"]}],
         "event": gdp(0.5)});
+    // An analyst cannot declare a partition, nor charge one nobody declared.
+    let (s, e) = app
+        .call(
+            "PUT",
+            "/v1/datasets/users/blocks/ids-0-999",
+            None,
+            &[("authorization", &bob)],
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{e}");
+    let (s, e) = app
+        .call(
+            "POST",
+            "/v1/charges",
+            Some(&body),
+            &[("authorization", &bob)],
+        )
+        .await;
+    assert_eq!(
+        (s, e["details"]["path"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("$.datasets[0].blocks")
+        ),
+        "{e}"
+    );
+    for name in ["ids-0-999", "ids-1000-1999"] {
+        let (s, v) = app
+            .call(
+                "PUT",
+                &format!("/v1/datasets/users/blocks/{name}"),
+                Some(&json!({"description": format!("user ids {name}")})),
+                &[],
+            )
+            .await;
+        assert_eq!(
+            (s, v["exists"].as_bool()),
+            (StatusCode::CREATED, Some(true)),
+            "{v}"
+        );
+    }
     let (s, b) = app
         .call(
             "POST",

@@ -507,3 +507,312 @@ async fn another_principal_can_neither_replay_nor_take_nor_settle_what_is_not_it
         "{quotas}"
     );
 }
+
+/// The statement's μ as reported, against the high-water mark it must state: μ_max·(1 + the gate's
+/// tolerance), rounded up once more at most (the statement is never below it).
+fn assert_states(d: &Value, mu_max: f64) {
+    let mu = f(&d["statement"]["mu"]);
+    let want = mu_max * (1.0 + privacy_ledger::ledger::GATE_TOLERANCE);
+    assert!(
+        mu >= want && mu <= want * (1.0 + SUM_TOLERANCE),
+        "statement mu {mu}, high-water mark {mu_max}: {d}"
+    );
+}
+
+/// Rows 4 and 6: lowering the budget restricts what may be spent from now on and never lowers the
+/// statement (the gate admitted units against the higher budget, and on another course of the
+/// interaction it could have spent up to it); raising it moves the high-water mark, and without a
+/// cap the statement says it holds only unless the budget is raised.
+#[tokio::test]
+async fn the_statement_is_the_budgets_high_water_mark_whatever_the_budget_does_later() {
+    let app = spawn_app().await;
+    app.dataset("ads", 2.6).await;
+    let charges = "/v1/datasets/ads/charges";
+    let eps = json!({"event": {"type": "epsilon_delta", "epsilon": 0.8, "delta": 0.0}});
+    let (s, a) = app.post(charges, eps).await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    let (s, b) = app.post(charges, json!({"event": gdp(1.9)})).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let patch = |mu: f64| {
+        let app = &app;
+        async move {
+            app.call(
+                "PATCH",
+                "/v1/datasets/ads",
+                Some(&json!({"budget": {"mu": mu}})),
+                &[],
+            )
+            .await
+        }
+    };
+    // Lowered below what was spent (√(μ₁² + 1.9²) ≈ 2.05): the statement stays at 2.6. The old
+    // rule stated max(new budget, spent) ≈ 2.05 here, below what the gate allowed.
+    let (s, d) = patch(1.9).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_states(&d, 2.6);
+    assert_eq!(d["statement"]["validity"], "unless_raised");
+    assert!(f(&d["mu_spent"]) < 2.6 && f(&d["mu_spent"]) > 1.9, "{d}");
+    let (_, r) = app.get("/v1/datasets/ads/report").await;
+    assert_states(&r, 2.6);
+    // The report's figures are those of G_2.6 (its μ bracket's upper end at least 2.6).
+    assert!(f(&r["mu"]["upper"]) >= 2.6, "{r}");
+    // The issue's own path (RR(1), then GDP 1.7291 or RR(1.6482); budget 3 lowered to 2 or 2.13):
+    // its true μ* = 2.13488 is below the statement's 3 there as it is below 2.6 here.
+    // Nothing more fits under the lowered budget.
+    let (s, e) = app.post(charges, json!({"event": gdp(0.1)})).await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::CONFLICT, Some("budget_exceeded"))
+    );
+    // Raised again, but not above the mark: the statement does not move.
+    let (_, d) = patch(2.2).await;
+    assert_states(&d, 2.6);
+    // Raised above it (no cap): the mark moves, and the statement says the condition.
+    let (_, d) = patch(5.0).await;
+    assert_states(&d, 5.0);
+    let (s, g) = app.post(charges, json!({"event": gdp(4.0)})).await;
+    assert_eq!(s, StatusCode::CREATED, "{g}");
+    let (_, d) = patch(1.0).await;
+    assert_states(&d, 5.0);
+    assert_eq!(d["statement"]["validity"], "unless_raised");
+    assert!(
+        d["statement"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("raised above mu = 5"),
+        "{d}"
+    );
+    // A charge's report states the mark too, not the budget of the moment.
+    let (_, d) = patch(5.0).await;
+    assert_states(&d, 5.0);
+    let (s, c) = app.post(charges, json!({"event": gdp(0.5)})).await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    assert!(f(&c["report"]["mu"]["upper"]) >= 5.0, "{c}");
+}
+
+/// Row 6 with a cap: a cap fixed at creation bounds every raise (409 `cap_exceeded`), so the
+/// statement at the cap holds however the budget is changed; once the mark reaches the cap the
+/// statement says so ("always").
+#[tokio::test]
+async fn a_cap_fixed_at_creation_bounds_every_raise_and_makes_the_statement_unconditional() {
+    let app = spawn_app().await;
+    let (s, d) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "loans", "budget": {"mu": 0.8}, "cap": {"mu": 1.7, "delta": 1e-9}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{d}");
+    assert_eq!(d["statement"]["validity"], "unless_raised");
+    assert_eq!(d["statement"]["cap"]["mu"], 1.7);
+    assert_states(&d, 0.8);
+    let patch = |b: Value| {
+        let app = &app;
+        async move {
+            app.call(
+                "PATCH",
+                "/v1/datasets/loans",
+                Some(&json!({"budget": b})),
+                &[],
+            )
+            .await
+        }
+    };
+    for over in [json!({"mu": 1.71}), json!({"mu": 1.0, "delta": 2e-9})] {
+        let (s, e) = patch(over.clone()).await;
+        assert_eq!(
+            (s, e["error"].as_str()),
+            (StatusCode::CONFLICT, Some("cap_exceeded")),
+            "{over}: {e}"
+        );
+    }
+    let (s, d) = patch(json!({"mu": 1.7, "delta": 1e-9})).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(d["statement"]["validity"], "always");
+    let (_, d) = patch(json!({"mu": 0.3})).await;
+    assert_eq!(d["statement"]["validity"], "always");
+    assert_states(&d, 1.7);
+    // A cap below the budget is refused at creation, naming the field.
+    let (s, e) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "bad", "budget": {"mu": 2.0}, "cap": {"mu": 1.5}}),
+        )
+        .await;
+    assert_eq!(
+        (s, e["details"]["path"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("$.cap")),
+        "{e}"
+    );
+}
+
+/// Row 8: named partitions exist only once an admin declared them; a caller naming the same
+/// records under another spelling gets a 422 and creates nothing, so one set of records has one
+/// budget.
+#[tokio::test]
+async fn nobody_mints_a_fresh_budget_by_naming_a_partition_anew() {
+    let app = spawn_app().await;
+    let (s, _) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "members", "budget": {"mu": 1.0}, "partitioning": {"type": "named"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, v) = app
+        .call(
+            "PUT",
+            "/v1/datasets/members/blocks/m-0-499",
+            Some(&json!({"description": "member ids 0 to 499"})),
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (s, v["description"].as_str()),
+        (StatusCode::CREATED, Some("member ids 0 to 499"))
+    );
+    // Declaring it again changes nothing.
+    let (s, _) = app
+        .call("PUT", "/v1/datasets/members/blocks/m-0-499", None, &[])
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let zoe = app.bearer("zoe", "analyst").await;
+    let charge = |block: &str| json!({"datasets": [{"id": "members", "blocks": [block]}], "event": gdp(0.8)});
+    let (s, b) = as_(
+        &app,
+        &zoe,
+        "POST",
+        "/v1/charges",
+        Some(charge("m-0-499")),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    for alias in ["m-000-499", "M-0-499", "m-0-0499", "m-0-499.", "m_0_499"] {
+        let (s, e) = as_(&app, &zoe, "POST", "/v1/charges", Some(charge(alias)), None).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{alias}: {e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("not declared"),
+            "{e}"
+        );
+    }
+    // The one name still has the one budget: 0.8 more does not fit (0.8² · 2 > 1).
+    let (s, e) = as_(
+        &app,
+        &zoe,
+        "POST",
+        "/v1/charges",
+        Some(charge("m-0-499")),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::CONFLICT, Some("budget_exceeded"))
+    );
+    let (_, blocks) = app.get("/v1/datasets/members/blocks").await;
+    assert_eq!(blocks["items"].as_array().unwrap().len(), 1, "{blocks}");
+    // Time blocks are not declared.
+    let (s, _) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "clicks", "budget": {"mu": 1.0},
+                   "partitioning": {"type": "time", "width": "day"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = app
+        .call("PUT", "/v1/datasets/clicks/blocks/x", None, &[])
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+/// Row 9: time blocks can be charged up to a horizon (default: the current block and the next),
+/// and a principal creates at most so many block ledgers per charge and per minute.
+#[tokio::test]
+async fn future_blocks_cannot_be_exhausted_today_and_block_creation_is_bounded() {
+    let app = spawn_app().await;
+    let (s, _) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "rides", "budget": {"mu": 1.0},
+                   "partitioning": {"type": "time", "width": "day", "time_zone": "UTC"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let today = chrono::Utc::now().date_naive();
+    let day = |d: i64| {
+        (today + chrono::Duration::days(d))
+            .format("%Y-%m-%d")
+            .to_string()
+    };
+    let blocks = |names: Vec<String>| json!({"datasets": [{"id": "rides", "blocks": names}], "event": gdp(0.1)});
+    // Today and tomorrow: fine. The day after, or two years ahead: refused, nothing created.
+    let (s, b) = app.post("/v1/charges", blocks(vec![day(0), day(1)])).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    for ahead in [2, 730] {
+        let (s, e) = app.post("/v1/charges", blocks(vec![day(ahead)])).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{ahead}: {e}");
+        assert!(e["message"].as_str().unwrap().contains("horizon"), "{e}");
+    }
+    let range = |from: i64, to: i64| {
+        json!({"datasets": [{"id": "rides", "time_range": {
+            "from": format!("{}T00:00:00Z", day(from)), "to": format!("{}T00:00:00Z", day(to))}}],
+            "event": gdp(0.1)})
+    };
+    let (s, _) = app.post("/v1/charges", range(0, 10)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    let (_, listed) = app.get("/v1/datasets/rides/blocks").await;
+    assert_eq!(listed["items"].as_array().unwrap().len(), 2, "{listed}");
+    // A dataset may allow a longer horizon.
+    let (s, _) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "weekly", "budget": {"mu": 1.0}, "partitioning":
+                   {"type": "time", "width": "day", "time_zone": "UTC", "horizon_blocks": 7}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let mut week = range(0, 8);
+    week["datasets"][0]["id"] = json!("weekly");
+    let (s, b) = app.post("/v1/charges", week).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+
+    // Past blocks: at most 400 new ledgers per charge, and 2000 per principal per minute.
+    let (s, e) = app.post("/v1/charges", range(-1000, -599)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("at most 400"),
+        "{e}"
+    );
+    let tim = app.bearer("tim", "analyst").await;
+    let mut refused = None;
+    for i in 0..6 {
+        let (s, e) = as_(
+            &app,
+            &tim,
+            "POST",
+            "/v1/charges",
+            Some(range(-3000 + 400 * i, -2600 + 400 * i)),
+            None,
+        )
+        .await;
+        if s != StatusCode::CREATED {
+            refused = Some((i, s, e));
+            break;
+        }
+    }
+    let (i, s, e) = refused.expect("the sixth batch of 400 is refused");
+    assert_eq!(
+        (i, s, e["error"].as_str()),
+        (
+            5,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("too_many_new_ledgers")
+        ),
+        "{e}"
+    );
+    // Another principal is not held back by tim's flood.
+    let (s, _) = app.post("/v1/charges", range(-3400, -3390)).await;
+    assert_eq!(s, StatusCode::CREATED);
+}

@@ -31,6 +31,11 @@ fn dataset(id: &str) -> DatasetRow {
         exact_mu: Some(0.0),
         reserved: Some(0),
         create_hash: Some("h0".into()),
+        mu_max: 1.5,
+        delta_max: 1e-10,
+        cap_mu: Some(4.0),
+        cap_delta: Some(1e-9),
+        statement_unknown: None,
         created_at: "2026-01-01T00:00:00.000Z".into(),
         updated_at: "2026-01-01T00:00:00.000Z".into(),
     }
@@ -67,6 +72,8 @@ fn update(charges: i64, mu: f64) -> DatasetUpdate {
     DatasetUpdate {
         budget_mu: 1.0,
         budget_delta: 1e-10,
+        mu_max: 1.5,
+        delta_max: 1e-10,
         charges,
         mu_spent: mu,
         mu_sq_spent: mu * mu,
@@ -205,6 +212,8 @@ async fn contract(store: Arc<dyn Store>) {
         let up = DatasetUpdate {
             budget_mu: 3.0 + n as f64,
             budget_delta: 1e-9,
+            mu_max: 3.5 + n as f64,
+            delta_max: 2e-9,
             charges: 7,
             mu_spent: 0.3,
             mu_sq_spent: 0.09,

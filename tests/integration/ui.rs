@@ -410,3 +410,31 @@ async fn a_partitioned_dataset_page_lists_its_blocks() {
     assert_eq!(s, StatusCode::OK);
     assert!(html.contains("ev@2026-11-03"));
 }
+
+/// Issue 31, row 7: the dataset page states the guarantee at the budget's high-water mark and the
+/// condition under which it holds, not "valid however the charges were chosen" next to a lowered
+/// budget.
+#[tokio::test]
+async fn the_dataset_page_states_the_high_water_mark_and_when_it_holds() {
+    let app = spawn_app().await;
+    app.dataset("alpha", 2.0).await;
+    let (s, _) = app
+        .call(
+            "PATCH",
+            "/v1/datasets/alpha",
+            Some(&json!({"budget": {"mu": 1.2}})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let cookie = session(&app, &app.token).await;
+    let (s, b) = page(&app, &cookie, "/ui/datasets/alpha").await;
+    assert_eq!(s, StatusCode::OK);
+    let stated = text_of(&b, "statement");
+    assert!(
+        stated.contains("μ = 2") && stated.contains("unless the budget is raised above mu = 2"),
+        "{stated}"
+    );
+    assert!(b.contains("at the highest budget so far (holds unless the budget is raised above it)"));
+    assert!(!b.contains("valid however the charges were chosen"));
+}

@@ -266,8 +266,22 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
     let pts = |t: &[crate::accountant::report::TradeoffPoint]| -> Vec<(f64, f64)> {
         t.iter().map(|q| (q.alpha, q.beta)).collect()
     };
+    let stated = match d.statement.validity {
+        crate::ledger::Validity::Always => {
+            "Guarantee: G_μmax ⊗ f_0,δmax at the budget's cap (holds however the charges and budget \
+             changes were chosen)"
+        }
+        crate::ledger::Validity::UnlessRaised => {
+            "Guarantee: G_μmax ⊗ f_0,δmax at the highest budget so far (holds unless the budget is \
+             raised above it)"
+        }
+        crate::ledger::Validity::Unknown => {
+            "Not a guarantee: no filter statement holds for this ledger's past (G_μmax ⊗ f_0,δmax \
+             drawn for reference)"
+        }
+    };
     let mut curves = vec![Curve {
-        name: "Guarantee: the budget's curve G_μB ⊗ f_0,δB (valid however the charges were chosen)",
+        name: stated,
         class: "guarantee",
         points: pts(&r.report.tradeoff),
     }];
@@ -315,6 +329,7 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
                         dt { "exact composition μ" } dd { span #exact-mu { (num_up(x)) } span.of { " if fixed in advance (comparison only)" } }
                     }
                     dt { "neighbouring relation" } dd { (d.neighboring_relation.as_str()) }
+                    dt { "statement" } dd #statement { "G_μ ⊗ f_0,δ at μ = " (num_up(d.statement.mu)) ", δ = " (num_up(d.statement.delta)) ": " (d.statement.note) }
                 }
                 p.more { (more_like(&p.card)) ", each charged on its own." }
             }
