@@ -315,6 +315,12 @@ impl From<LedgerError> for ApiError {
                 ),
             )
             .with_details(json!({"charge_id": charge, "status": status})),
+            LedgerError::StateCorrupt(id, why) => ApiError::new(
+                StatusCode::CONFLICT,
+                "dataset_state_corrupt",
+                format!("dataset {id:?}: {why}"),
+            )
+            .with_details(json!({"dataset_id": id})),
             LedgerError::TooManyNewLedgers(retry, why) => {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_new_ledgers", why.clone())
                     .with_details(json!({"reason": why, "retry_after_seconds": retry}))

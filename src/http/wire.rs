@@ -122,6 +122,12 @@ pub struct ChargeTargetWire {
     #[schema(min_items = 1, max_items = 1000)]
     pub blocks: Option<Vec<String>>,
     pub time_range: Option<TimeRangeWire>,
+    /// This dataset's own event: the mechanism as seen by one record *of this dataset*. A join
+    /// whose output a record of this dataset moves differently (e.g. a customer with up to k
+    /// joined events, each clipped: sensitivity k) names it here; otherwise the request's
+    /// `event` is charged, which is sound only if its noise covers one record of each dataset.
+    #[schema(value_type = Option<Object>)]
+    pub event: Option<Value>,
 }
 
 /// `POST /v1/charges`: one unit charged on several ledgers (datasets, blocks), all or nothing.
@@ -133,7 +139,11 @@ pub struct MultiChargeRequestWire {
     /// 1 to 64 datasets, each named once (at most 1000 ledgers in all).
     #[schema(min_items = 1, max_items = 64)]
     pub datasets: Vec<ChargeTargetWire>,
-    /// The mechanism run, as in a single charge.
+    /// The mechanism run, as in a single charge, as seen by one record of each dataset that does
+    /// not name its own `event`. One event for all is sound only when its noise covers one
+    /// record of each dataset (its sensitivity bound holds for every dataset's records); a
+    /// dataset whose records move the output more (a join with several rows per record) names
+    /// its own event.
     #[schema(value_type = Object)]
     pub event: Value,
     #[schema(max_length = 256)]

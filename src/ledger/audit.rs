@@ -11,6 +11,14 @@
 //! breaks its own hash, a deleted or inserted one breaks the link or the numbering, a deleted last
 //! record disagrees with the head.
 //!
+//! Every record of a dataset's chain written by this release states the ledger's state after the
+//! change ([`crate::store::LedgerState`]: version, Σμᵢ², Σδᵢ, units, budget, high-water mark), in
+//! the same transaction. `audit verify` checks the stored row against the last stated state, that
+//! every admitted or reserved unit's record states sums at least the previous ones plus its
+//! certificate (rounded up) and one unit more, and that the high-water mark never falls below a
+//! stated budget nor moves down; the service refuses to write on a ledger whose row disagrees with
+//! its last stated state (409 `dataset_state_corrupt`).
+//!
 //! What a chain cannot show: someone who can write the database may rewrite a whole chain and its
 //! head consistently. Keep the heads `privacy-ledger audit verify` prints somewhere else (a
 //! ticket, a log shipper) to anchor them; a later verification whose heads do not extend the
@@ -171,6 +179,7 @@ impl Ledgers {
         let mut records = 0u64;
         for (chain, head_seq, head_hash) in &heads {
             let (mut prev, mut seq) = (AUDIT_GENESIS.to_owned(), 0i64);
+            let mut states = StateWalk::default();
             loop {
                 let page = self.store.audit_chain(chain, seq, VERIFY_PAGE).await?;
                 if page.is_empty() {
@@ -178,6 +187,7 @@ impl Ledgers {
                 }
                 for r in page {
                     records += 1;
+                    states.check(chain, &r, &mut problems);
                     if r.seq != seq + 1 {
                         problems.push(format!(
                             "chain {chain:?}: record {} follows record {seq} (records missing)",
@@ -202,6 +212,21 @@ impl Ledgers {
                     seq = r.seq;
                 }
             }
+            // The stored row against the last state the chain recorded.
+            if let (Some(last), false) = (states.last, chain.is_empty()) {
+                match self.store.get_dataset(chain).await? {
+                    None => problems.push(format!(
+                        "chain {chain:?}: its dataset's row is missing (deleted outside the service)"
+                    )),
+                    Some(row) => match crate::store::LedgerState::of_row(&row) {
+                        Some(stored) if stored == last => {}
+                        stored => problems.push(format!(
+                            "dataset {chain:?}: its stored state {stored:?} is not the state its \
+                             audit log last recorded {last:?} (changed outside the service)"
+                        )),
+                    },
+                }
+            }
             if *head_seq < 0 {
                 problems.push(format!(
                     "chain {chain:?}: {seq} records but no head (the head was deleted)"
@@ -219,5 +244,78 @@ impl Ledgers {
             heads,
             problems,
         })
+    }
+}
+
+/// Relative allowance below the recomputed sums: the ledger adds each unit rounded up, exactly as
+/// recomputed here, so stated sums equal the recomputation; this only absorbs a different order of
+/// the same roundings. A stated sum further below is an under-count.
+const SUM_SLACK: f64 = 1e-12;
+
+/// The states a chain's records stated, walked in order.
+#[derive(Default)]
+struct StateWalk {
+    last: Option<crate::store::LedgerState>,
+}
+
+impl StateWalk {
+    /// Checks record `r` against the state before it, and moves on.
+    fn check(&mut self, chain: &str, r: &AuditRecord, problems: &mut Vec<String>) {
+        use crate::accountant::rounding::{add_up, mul_up};
+        let Some(now) = crate::store::LedgerState::of_audit(&r.draft) else {
+            return;
+        };
+        if let Some(before) = self.last {
+            let at = format!("chain {chain:?} record {}", r.seq);
+            if now.version != before.version + 1 {
+                problems.push(format!(
+                    "{at}: states version {} after {} (a change without its record)",
+                    now.version, before.version
+                ));
+            }
+            if now.mu_max < before.mu_max || now.delta_max < before.delta_max {
+                problems.push(format!("{at}: the budget's high-water mark moved down"));
+            }
+            // Admitted or reserved units add their certificate (a single ledger's record holds
+            // it under `charge.unit`, a multi-ledger charge's under `unit`).
+            if matches!(r.draft.action.as_str(), "unit.admitted" | "unit.reserved") {
+                let after: Option<Value> = r
+                    .draft
+                    .after
+                    .as_deref()
+                    .and_then(|a| serde_json::from_str(a).ok());
+                let unit = after.as_ref().and_then(|a| {
+                    let u = a
+                        .get("charge")
+                        .and_then(|c| c.get("unit"))
+                        .or(a.get("unit"))?;
+                    Some((u.get("mu")?.as_f64()?, u.get("delta")?.as_f64()?))
+                });
+                if let Some((mu, delta)) = unit {
+                    let mu_sq = add_up(before.mu_sq_spent, mul_up(mu, mu));
+                    let d = add_up(before.delta_spent, delta);
+                    if now.mu_sq_spent < mu_sq * (1.0 - SUM_SLACK)
+                        || now.delta_spent < d * (1.0 - SUM_SLACK)
+                        || now.units != before.units + 1
+                    {
+                        problems.push(format!(
+                            "{at}: states sums ({}, {}, {} units) below the previous state plus \
+                             the unit ({mu_sq}, {d}, {} units)",
+                            now.mu_sq_spent,
+                            now.delta_spent,
+                            now.units,
+                            before.units + 1
+                        ));
+                    }
+                }
+            }
+        }
+        if now.mu_max < now.budget_mu || now.delta_max < now.budget_delta {
+            problems.push(format!(
+                "chain {chain:?} record {}: the high-water mark is below the budget",
+                r.seq
+            ));
+        }
+        self.last = Some(now);
     }
 }

@@ -506,7 +506,19 @@ impl Statement {
                 Validity::Unknown,
                 format!("no filter statement holds for this ledger's past: {why}"),
             ),
-            (None, Some(c)) if high.mu() >= c.mu() && high.delta() >= c.delta() => (
+            (None, Some(c)) if high.mu() > c.mu() || high.delta() > c.delta() => (
+                Validity::UnlessRaised,
+                format!(
+                    "the budget passed the cap fixed at creation (mu = {}, delta = {:e}), so the \
+                     cap promises nothing; this holds unless the budget is raised above mu = {}, \
+                     delta = {:e}",
+                    c.mu(),
+                    c.delta(),
+                    high.mu(),
+                    high.delta()
+                ),
+            ),
+            (None, Some(c)) if high.mu() == c.mu() && high.delta() == c.delta() => (
                 Validity::Always,
                 "the budget has reached its cap, which no change may pass: this holds however \
                  the charges and the budget changes were (and will be) chosen"

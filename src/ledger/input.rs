@@ -565,6 +565,9 @@ impl ChargeRequest {
 pub struct Target {
     pub dataset: String,
     pub blocks: Option<super::partition::BlockSelector>,
+    /// This dataset's own event, when the query's noise covers one of its records differently
+    /// (its own sensitivity) from the request's `event`.
+    pub event: Option<Event>,
 }
 
 /// `POST /v1/charges`: one unit charged on several ledgers, all or nothing.
@@ -581,7 +584,8 @@ pub struct MultiChargeRequest {
 }
 
 impl MultiChargeRequest {
-    /// Parses `{datasets: [{id, blocks? | time_range?}], event, label?, metadata?, delta?}`.
+    /// Parses `{datasets: [{id, blocks? | time_range?, event?}], event, label?, metadata?,
+    /// delta?}`.
     pub fn from_json(v: &Value, idempotency_key: Option<String>) -> Result<Self, InputError> {
         let root = JsonPath::root();
         let mut f = Fields::new(v, &root)?;
@@ -600,6 +604,10 @@ impl MultiChargeRequest {
             let (id, pid) = t.required("id")?;
             let dataset = dataset_id(json::string(id, &pid)?, &pid)?;
             let blocks = super::partition::BlockSelector::from_fields(&mut t)?;
+            let event = match t.optional("event") {
+                None => None,
+                Some((e, pe)) => Some(parse_event(e, &pe)?),
+            };
             t.finish()?;
             if targets.iter().any(|o: &Target| o.dataset == dataset) {
                 return Err(InputError::new(
@@ -607,7 +615,11 @@ impl MultiChargeRequest {
                     format!("dataset {dataset:?} is named twice; name each dataset once"),
                 ));
             }
-            targets.push(Target { dataset, blocks });
+            targets.push(Target {
+                dataset,
+                blocks,
+                event,
+            });
         }
         let (e, pe) = f.required("event")?;
         let event = parse_event(e, &pe)?;

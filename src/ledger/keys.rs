@@ -125,10 +125,10 @@ impl IdemKey {
 /// The client's key of a stored key (a key stored before scoping is shown as it is).
 pub fn shown(stored: &str) -> &str {
     let b = stored.as_bytes();
-    let scoped = b.len() > PREFIX
-        && b[0] == b'~'
-        && b[PREFIX - 1] == b'~'
-        && b[1..PREFIX - 1].iter().all(u8::is_ascii_hexdigit);
+    // The same test as the stores' (`sql::LEGACY_KEY_ANY`): '~' at both ends of the prefix. A key
+    // stored before scoping that happens to have that shape counts as scoped, so a retry of it
+    // across the upgrade is a new request: more privacy loss counted, never less.
+    let scoped = b.len() > PREFIX && b[0] == b'~' && b[PREFIX - 1] == b'~';
     if scoped {
         &stored[PREFIX..]
     } else {
@@ -167,6 +167,7 @@ mod tests {
     #[test]
     fn keys_stored_before_scoping_are_shown_as_they_are() {
         for legacy in ["k-1", "~abc~k", "~", &format!("~{}~", "0".repeat(32))] {
+            // (the last has the prefix's shape but nothing after it)
             assert_eq!(shown(legacy), legacy);
             assert!(is_legacy(legacy));
         }

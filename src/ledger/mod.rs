@@ -197,6 +197,11 @@ pub enum LedgerError {
     /// A budget above the cap fixed at the dataset's creation.
     #[error("{0}")]
     CapExceeded(String),
+    /// The dataset's stored state disagrees with its last audited state: it was changed behind
+    /// the service's back (or restored alone); nothing is admitted on it until an operator
+    /// resolves it.
+    #[error("dataset {0:?}: {1}")]
+    StateCorrupt(String, String),
     /// Too many new ledgers (blocks) for one principal this minute; retry after the seconds.
     #[error("{1}")]
     TooManyNewLedgers(u64, String),
@@ -539,6 +544,9 @@ pub struct Ledgers {
     partitionings: Mutex<ByteCache<String, Option<partition::Partitioning>>>,
     /// Block ledgers each principal created this minute.
     created: partition::CreationLimit,
+    /// Datasets known to hold no idempotency key stored before scoping (every key written since
+    /// is scoped, so the answer never changes back): their gate inputs skip that query.
+    no_legacy_keys: Mutex<std::collections::HashSet<String>>,
 }
 
 /// Bytes of kept partitionings: 1 MiB.
@@ -565,10 +573,15 @@ fn budget_of(row: &DatasetRow) -> Result<Budget, LedgerError> {
         .map_err(|e| LedgerError::Corrupt(row.id.clone(), format!("budget: {e}")))
 }
 
-/// The budget's high-water mark (μ_max, δ_max): what every report states ([`Statement`]).
+/// The budget's high-water mark (μ_max, δ_max): what every report states ([`Statement`]). Never
+/// below the budget in force, whoever wrote it (a row whose budget passed the stored mark, e.g. by
+/// an older release, states the budget).
 fn stated_budget(row: &DatasetRow) -> Result<Budget, LedgerError> {
-    Budget::new(row.mu_max, row.delta_max)
-        .map_err(|e| LedgerError::Corrupt(row.id.clone(), format!("high-water mark: {e}")))
+    Budget::new(
+        row.mu_max.max(row.budget_mu),
+        row.delta_max.max(row.budget_delta),
+    )
+    .map_err(|e| LedgerError::Corrupt(row.id.clone(), format!("high-water mark: {e}")))
 }
 
 /// The cap fixed at creation, if any.
@@ -1219,6 +1232,7 @@ impl Ledgers {
             admission: admission::Admission::new(admission::AdmissionConfig::default()),
             partitionings: Mutex::new(ByteCache::new(PARTITIONING_CACHE_BYTES)),
             created: partition::CreationLimit::default(),
+            no_legacy_keys: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -1852,12 +1866,61 @@ impl Ledgers {
         Self::gate_for(row, &self.store.list_quotas(&row.id).await?, holder)
     }
 
+    /// Refuses to write on a ledger whose stored state is not the one its audit log last stated
+    /// ([`crate::store::LedgerState`], written in the same transaction as every change): a reset
+    /// `mu_sq_spent`, a rolled-back row or an edited budget would otherwise let the gate admit
+    /// past the budget. Ledgers whose last change predates audited states are not checked.
+    async fn check_state(&self, row: &DatasetRow) -> Result<(), LedgerError> {
+        use crate::store::LedgerState;
+        let Some(rec) = self.store.last_state_audit(&row.id).await? else {
+            return Ok(());
+        };
+        let (Some(stated), Some(stored)) =
+            (LedgerState::of_audit(&rec.draft), LedgerState::of_row(row))
+        else {
+            return Ok(());
+        };
+        // The row is read first: a newer audited state is another writer's append since (a
+        // replica), which the append's compare-and-swap will see; the same version must match in
+        // every field, and an older one means the row moved without an audited change.
+        if stated.version > stored.version {
+            return Ok(());
+        }
+        if stated != stored {
+            return Err(LedgerError::StateCorrupt(
+                row.id.clone(),
+                format!(
+                    "its stored state {stored:?} is not the state its audit log last recorded \
+                     (record {} of its chain: {stated:?}); it was changed outside the service, \
+                     so nothing is admitted on it until an operator restores it \
+                     (`privacy-ledger audit verify` lists the differences)",
+                    rec.seq
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// What the gate of dataset `id` reads (its row and quotas), as the store has it now; kept
     /// for the next charge ([`Ledgers::append`] keeps it current).
     async fn gate_inputs(&self, id: &str) -> Result<Arc<GateInputs>, LedgerError> {
         let row = self.row(id).await?;
+        self.check_state(&row).await?;
         let quotas = self.store.list_quotas(id).await?;
-        let legacy_keys = self.store.has_legacy_keys(id).await?;
+        let known_clean = self
+            .no_legacy_keys
+            .lock()
+            .expect("legacy keys")
+            .contains(id);
+        let legacy_keys = !known_clean && self.store.has_legacy_keys(id).await?;
+        if !legacy_keys && !known_clean {
+            let mut clean = self.no_legacy_keys.lock().expect("legacy keys");
+            // Bounded: forgetting only costs a query.
+            if clean.len() >= 1 << 20 {
+                clean.clear();
+            }
+            clean.insert(id.to_owned());
+        }
         let inputs = Arc::new(GateInputs {
             row,
             quotas,

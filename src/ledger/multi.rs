@@ -55,6 +55,10 @@ pub struct LedgerCharge {
     pub remaining_delta: f64,
     /// Whether this charge created the ledger (a block's first charge).
     pub created: bool,
+    /// The event charged on this ledger, when its dataset named its own (`datasets[i].event`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub event: Option<Value>,
 }
 
 /// A charge recorded on several ledgers (`POST /v1/charges`).
@@ -123,6 +127,8 @@ pub struct BlocksView {
 struct Resolved {
     dataset: String,
     block: Option<String>,
+    /// The dataset's own event (`datasets[i].event`), if it has one; else the request's.
+    event: Option<Arc<crate::accountant::Event>>,
     /// A block's first row (from the dataset's per-block budget), used when it does not exist.
     template: Option<DatasetRow>,
 }
@@ -202,6 +208,8 @@ impl Ledgers {
         let mut read_only = None;
         for (i, t) in targets.iter().enumerate() {
             let path = JsonPath::root().field("datasets").index(i);
+            // One allocation per dataset: its blocks share one certification.
+            let own_event = t.event.clone().map(Arc::new);
             self.authorize(actor, &t.dataset, Action::Spend).await?;
             let row = self.row(&t.dataset).await?;
             match (self.partitioning_of(&t.dataset).await?, &t.blocks) {
@@ -212,6 +220,7 @@ impl Ledgers {
                             dataset: t.dataset.clone(),
                             block: None,
                             template: None,
+                            event: own_event.clone(),
                         },
                     );
                 }
@@ -267,6 +276,7 @@ impl Ledgers {
                                 dataset: t.dataset.clone(),
                                 template,
                                 block: Some(name),
+                                event: own_event.clone(),
                             },
                         );
                     }
@@ -324,6 +334,8 @@ impl Ledgers {
             guards.push(self.lock(id).await?);
         }
         let event_json = req.event.to_json();
+        // New block ledgers already counted against the principal's limit by an earlier attempt.
+        let mut taken = 0;
         for attempt in 0..super::MAX_ATTEMPTS as u32 {
             super::back_off(attempt).await;
             // Under the locks, every attempt: a retry racing its original (on this replica or
@@ -341,7 +353,10 @@ impl Ledgers {
             let Some(parts) = self.read_parts(actor, &ledgers).await? else {
                 continue;
             };
-            match self.try_many(actor, &req, key, &event_json, parts).await? {
+            match self
+                .try_many(actor, &req, key, &event_json, parts, &mut taken)
+                .await?
+            {
                 Some(outcome) => return Ok(outcome),
                 None => continue,
             }
@@ -368,7 +383,10 @@ impl Ledgers {
                 other => other,
             };
             let (row, exists) = match (existing, &spec.template) {
-                (Some(r), _) => (r, true),
+                (Some(r), _) => {
+                    self.check_state(&r).await?;
+                    (r, true)
+                }
                 (None, Some(t)) => (t.clone(), false),
                 (None, None) => return Err(LedgerError::NotFound(id.clone())),
             };
@@ -413,21 +431,33 @@ impl Ledgers {
         key: Option<&super::keys::IdemKey>,
         event_json: &Value,
         parts: Vec<Part>,
+        taken: &mut usize,
     ) -> Result<Option<ChargeOutcome>, LedgerError> {
-        let cost = admission::Cost::light_if(
-            parts
-                .iter()
-                .all(|p| cost_of(&p.base, &req.event) == admission::Cost::Light),
-        );
-        let inputs: Vec<(Gate, Arc<Composition>)> = parts
+        let event_of = |p: &Part| p.spec.event.clone();
+        let cost = admission::Cost::light_if(parts.iter().all(|p| {
+            let e = p.spec.event.as_deref().unwrap_or(&req.event);
+            cost_of(&p.base, e) == admission::Cost::Light
+        }));
+        let inputs: Vec<(
+            Gate,
+            Arc<Composition>,
+            Option<Arc<crate::accountant::Event>>,
+        )> = parts
             .iter()
-            .map(|p| (p.gate.clone(), p.base.clone()))
+            .map(|p| (p.gate.clone(), p.base.clone(), event_of(p)))
             .collect();
         let (event, own) = (req.event.clone(), req.delta);
         let gated = blocking(&self.admission, cost, move || {
             gate_all(&event, own, &inputs)
         })
         .await?;
+        // Each ledger's event as recorded: its own, or the request's.
+        let recorded = |p: &Part| -> Value {
+            p.spec
+                .event
+                .as_ref()
+                .map_or_else(|| event_json.clone(), |e| e.to_json())
+        };
         // The first refusal, in id order, is the answer; nothing is written to any ledger.
         for (p, (unit, verdict, _)) in parts.iter().zip(&gated) {
             if let Verdict::Rejected(by, why) = verdict {
@@ -439,7 +469,7 @@ impl Ledgers {
                         "mu_spent": p.gate.state.mu(), "delta_spent": p.gate.state.delta()
                     }))
                     .after(&serde_json::json!({
-                        "event": event_json, "unit": r.unit, "quota": r.quota,
+                        "event": recorded(p), "unit": r.unit, "quota": r.quota,
                         "reason": r.reason, "ledgers": parts.len()
                     }))
                     .done();
@@ -459,9 +489,12 @@ impl Ledgers {
                 ),
             ));
         }
-        if new > 0 {
+        // Counted once per request: an attempt that lost a race and starts over takes only what
+        // it needs beyond the earlier attempts'.
+        let more = new.saturating_sub(*taken);
+        if more > 0 {
             let now = std::time::Instant::now();
-            if let Err(retry) = self.created.take(&actor.principal.name, new, now) {
+            if let Err(retry) = self.created.take(&actor.principal.name, more, now) {
                 return Err(LedgerError::TooManyNewLedgers(
                     retry,
                     format!(
@@ -472,6 +505,7 @@ impl Ledgers {
                     ),
                 ));
             }
+            *taken += more;
         }
         let ts = super::now();
         let charge_id = uuid::Uuid::now_v7().to_string();
@@ -494,6 +528,7 @@ impl Ledgers {
                 remaining_mu: p.gate.budget.remaining_mu(after),
                 remaining_delta: p.gate.budget.remaining_delta(after),
                 created: !p.exists,
+                event: p.spec.event.as_ref().map(|e| e.to_json()),
             });
         }
         let body = serde_json::to_value(MultiChargeBody {
@@ -528,7 +563,7 @@ impl Ledgers {
             let entry = EntryRow {
                 seq: p.row.version + 1,
                 charge_id: Some(charge_id.clone()),
-                event: Some(event_json.to_string()),
+                event: Some(recorded(p).to_string()),
                 label: req.label.clone(),
                 metadata: req.metadata.as_ref().map(Value::to_string),
                 idempotency_key: key.map(|k| k.stored().to_owned()),
@@ -830,19 +865,37 @@ fn first_id(items: &[LedgerAppend]) -> String {
 fn gate_all(
     event: &crate::accountant::Event,
     own: Option<f64>,
-    inputs: &[(Gate, Arc<Composition>)],
+    inputs: &[(
+        Gate,
+        Arc<Composition>,
+        Option<Arc<crate::accountant::Event>>,
+    )],
 ) -> Result<Vec<(Certificate, Verdict, (Arc<Composition>, Option<f64>))>, LedgerError> {
-    let path = JsonPath::root().field("event");
-    let mut certified = Certified::default();
-    let mut exact: HashMap<(usize, u64), (Arc<Composition>, Option<f64>)> = HashMap::new();
+    // One certification cache per distinct event (the request's, and each dataset's own).
+    let mut certified: HashMap<usize, Certified> = HashMap::new();
+    let mut exact: HashMap<(usize, u64, usize), (Arc<Composition>, Option<f64>)> = HashMap::new();
     let mut out = Vec::with_capacity(inputs.len());
-    for (gate, base) in inputs {
+    for (gate, base, own_event) in inputs {
+        let (event, which, path) = match own_event {
+            Some(e) => (
+                &**e,
+                Arc::as_ptr(e) as usize,
+                JsonPath::root().field("datasets").field("event"),
+            ),
+            None => (event, 0, JsonPath::root().field("event")),
+        };
         let rule = unit_delta(&gate.budget, own);
-        let candidates = certified.get(event, base.relation(), base.grid_step(), rule, &path)?;
+        let candidates = certified.entry(which).or_default().get(
+            event,
+            base.relation(),
+            base.grid_step(),
+            rule,
+            &path,
+        )?;
         let (verdict, unit) = gate.admits_first(candidates);
         let state = if verdict.admitted() {
             let delta = gate.budget.delta();
-            let k = (Arc::as_ptr(base) as usize, delta.to_bits());
+            let k = (Arc::as_ptr(base) as usize, delta.to_bits(), which);
             match exact.get(&k) {
                 Some(s) => s.clone(),
                 None => {

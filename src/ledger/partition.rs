@@ -531,13 +531,18 @@ impl Partitioning {
         else {
             return None;
         };
-        let start = instant(*zone, width.start_of(name)?);
-        let limit = now + width.nominal() * (*horizon_blocks as i32);
+        // In local calendar terms: the block may start no later than the `horizon_blocks`-th
+        // block after the current one (a 23- or 25-hour day is still one day).
+        let start = width.start_of(name)?;
+        let (mut limit, _) = width.block_of(now.with_timezone(zone).naive_local());
+        for _ in 0..*horizon_blocks {
+            limit = width.next(limit);
+        }
         (start > limit).then(|| {
             format!(
                 "block {name:?} starts at {}, beyond the dataset's charge horizon ({horizon_blocks} \
-                 {} block(s) ahead of now): future blocks are charged when they come",
-                start.to_rfc3339(),
+                 {} block(s) after the current one): future blocks are charged when they come",
+                instant(*zone, start).to_rfc3339(),
                 width.as_str()
             )
         })
@@ -587,6 +592,25 @@ mod tests {
             &JsonPath::root(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn the_horizon_counts_calendar_blocks_across_daylight_saving_changes() {
+        let at = |t: &str| parse_instant(t).unwrap();
+        // Paris, 2026-10-25 is 25 hours long; at 00:30 local (22:30 UTC the day before) the next
+        // block is 2026-10-26, more than a nominal day ahead, and still within the horizon.
+        let p = time("day", "Europe/Paris");
+        let now = at("2026-10-24T22:30:00Z");
+        assert_eq!(p.beyond_horizon("2026-10-25", now), None);
+        assert_eq!(p.beyond_horizon("2026-10-26", now), None);
+        assert!(p.beyond_horizon("2026-10-27", now).is_some());
+        // The repeated hour (02:00-03:00 local twice, one block of two hours): 03 is next.
+        let h = time("hour", "Europe/Paris");
+        let now = at("2026-10-25T00:30:00Z"); // 02:30 local, the first time
+        assert_eq!(h.beyond_horizon("2026-10-25T03", now), None);
+        assert!(h.beyond_horizon("2026-10-25T04", now).is_some());
+        // Past blocks are never beyond it.
+        assert_eq!(p.beyond_horizon("2020-01-01", now), None);
     }
 
     fn range(p: &Partitioning, from: &str, to: &str) -> Vec<String> {

@@ -311,7 +311,16 @@ impl Ledgers {
         if entries.first().map(|e| e.kind.as_str()) != Some("run") {
             return Err(LedgerError::RunNotFound(run_id.to_owned()));
         }
-        run_view(&entries, id)
+        let mut view = run_view(&entries, id)?;
+        // Another principal's metadata is its own (as in listings): admins and auditors see it.
+        let own = entries[0].principal.as_deref() == Some(actor.principal.name.as_str());
+        if !own
+            && self.authorize(actor, id, Action::Administer).await.is_err()
+            && self.authorize(actor, id, Action::Audit).await.is_err()
+        {
+            view.metadata = None;
+        }
+        Ok(view)
     }
 
     /// Admits (or reserves) the run's next chunk as a unit: `{charge, report}` as a charge.
@@ -344,6 +353,7 @@ impl Ledgers {
                     });
                 }
                 let row = self.row(id).await?;
+                self.check_state(&row).await?;
                 let entries = self.store.list_run(id, run_id).await?;
                 if entries.first().map(|e| e.kind.as_str()) != Some("run") {
                     return Err(LedgerError::RunNotFound(run_id.to_owned()));
@@ -511,6 +521,7 @@ impl Ledgers {
                 return Ok(body);
             }
             let row = self.row(id).await?;
+            self.check_state(&row).await?;
             let charge = self
                 .store
                 .find_charge(id, charge_id)

@@ -186,10 +186,13 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
              budget in force before it is not recorded' WHERE (SELECT COUNT(*) FROM entries e \
              WHERE e.dataset_id = datasets.id AND e.kind = 'budget') > (SELECT COUNT(*) FROM \
              audit a WHERE a.dataset_id = datasets.id AND a.action = 'budget.changed')",
+            // A version-1 charge's stored response has no certificate (`charge.unit`); parsed,
+            // not searched as text (a caller's metadata may hold "unit").
             "UPDATE datasets SET statement_unknown = 'converted from schema version 1: its \
              earlier charges were admitted by the old gate, which is not a filter' WHERE EXISTS \
              (SELECT 1 FROM entries e WHERE e.dataset_id = datasets.id AND e.kind = 'charge' AND \
-             e.principal IS NULL AND (e.response IS NULL OR e.response NOT LIKE '%\"unit\":%'))",
+             e.principal IS NULL AND (e.response IS NULL OR \
+             {J:e.response:charge.unit.mu} IS NULL))",
         ],
     ),
 ];
@@ -200,9 +203,24 @@ fn latest_is_the_last_migration() {
     assert_eq!(MIGRATIONS.last().map(|m| m.0), Some(LATEST));
 }
 
+/// Refuses a database written by a newer release (schema `current` above this release's `upto`):
+/// an older binary would write rows without what the newer one relies on (the budget's
+/// high-water mark, scoped keys, owners), so it must not serve them. Replicas are therefore
+/// upgraded all together (stop the old ones first).
+pub fn refuse_newer(current: Option<i64>, upto: i64) -> Result<(), StoreError> {
+    match current {
+        Some(c) if c > upto => Err(StoreError::Corrupt(format!(
+            "the database's schema version {c} is newer than this release's {upto}: run the \
+             release that wrote it (or a newer one)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A migration statement with the store's float, integer and auto-increment key type names, its
 /// byte-wise collation (SQLite `BINARY`, PostgreSQL `"C"`), and each `{J:column:key}` replaced by
-/// `json(column, key)`: the number at `key` of the JSON text in `column`.
+/// `json(column, key)`: the number at `key` (a dotted path) of the JSON text in `column`, NULL
+/// where it has none.
 pub fn migration_sql(
     stmt: &str,
     float: &str,
@@ -260,6 +278,10 @@ pub mod sql {
         dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
         FROM audit WHERE id > ? AND (? IS NULL OR dataset_id = ?) AND (? IS NULL OR principal = ?) \
         AND (? IS NULL OR at >= ?) AND (? IS NULL OR at < ?) ORDER BY id LIMIT ?";
+    /// A chain's last record that states the ledger's state (`"ledger":{` in its after value).
+    pub const AUDIT_LAST_STATE: &str = "SELECT id, chain, seq, at, principal, credential, action, \
+        dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
+        FROM audit WHERE chain = ? AND after_value LIKE '%\"ledger\":{%' ORDER BY seq DESC LIMIT 1";
     pub const AUDIT_CHAIN: &str = "SELECT id, chain, seq, at, principal, credential, action, \
         dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
         FROM audit WHERE chain = ? AND seq > ? ORDER BY seq LIMIT ?";
@@ -796,6 +818,90 @@ pub struct Settle {
     pub to: String,
 }
 
+/// A ledger's state as an audit record states it (under [`STATE_KEY`] in its `after` value): what
+/// the dataset row holds after the change, so the service and `audit verify` can tell a row
+/// changed behind the service's back from one the audit log accounts for.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LedgerState {
+    pub version: i64,
+    pub mu_sq_spent: f64,
+    pub delta_spent: f64,
+    pub units: i64,
+    pub budget_mu: f64,
+    pub budget_delta: f64,
+    pub mu_max: f64,
+    pub delta_max: f64,
+}
+
+/// The key of an audit record's `after` value that holds the [`LedgerState`] after the change.
+pub const STATE_KEY: &str = "ledger";
+
+impl LedgerState {
+    /// The state of `row` (`None` for a row not yet converted to the filter).
+    pub fn of_row(row: &DatasetRow) -> Option<Self> {
+        Some(LedgerState {
+            version: row.version,
+            mu_sq_spent: row.mu_sq_spent?,
+            delta_spent: row.delta_spent?,
+            units: row.units?,
+            budget_mu: row.budget_mu,
+            budget_delta: row.budget_delta,
+            mu_max: row.mu_max,
+            delta_max: row.delta_max,
+        })
+    }
+
+    /// The state an audit record states, if it states one.
+    pub fn of_audit(d: &AuditDraft) -> Option<Self> {
+        let after: serde_json::Value = serde_json::from_str(d.after.as_deref()?).ok()?;
+        serde_json::from_value(after.get(STATE_KEY)?.clone()).ok()
+    }
+
+    /// `draft` with this state added to its `after` value (an object, or none).
+    pub fn seal(&self, mut draft: AuditDraft) -> AuditDraft {
+        let mut after = match draft.after.as_deref().map(serde_json::from_str) {
+            None => serde_json::Value::Object(Default::default()),
+            Some(Ok(v @ serde_json::Value::Object(_))) => v,
+            // Not an object: left as it is, without a state.
+            Some(_) => return draft,
+        };
+        after[STATE_KEY] = serde_json::to_value(self).expect("a state serialises");
+        draft.after = Some(after.to_string());
+        draft
+    }
+}
+
+impl DatasetUpdate {
+    /// The update's audit record with the ledger's state after it (the dataset's own chain only),
+    /// as the stores write it: `row_version + 1` is the version the append moves to.
+    pub fn sealed_audit(&self, id: &str, row_version: i64) -> Option<AuditDraft> {
+        let a = self.audit.clone()?;
+        if a.chain != id {
+            return Some(a);
+        }
+        let state = LedgerState {
+            version: row_version + 1,
+            mu_sq_spent: self.mu_sq_spent,
+            delta_spent: self.delta_spent,
+            units: self.units,
+            budget_mu: self.budget_mu,
+            budget_delta: self.budget_delta,
+            mu_max: self.mu_max,
+            delta_max: self.delta_max,
+        };
+        Some(state.seal(a))
+    }
+}
+
+/// The audit record of a new dataset with its (empty) state, when the record is on its chain.
+pub fn sealed_create_audit(row: &DatasetRow, audit: Option<&AuditDraft>) -> Option<AuditDraft> {
+    let a = audit?.clone();
+    match LedgerState::of_row(row) {
+        Some(s) if a.chain == row.id => Some(s.seal(a)),
+        _ => Some(a),
+    }
+}
+
 /// A principal's role on one dataset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GrantRow {
@@ -1107,6 +1213,8 @@ pub trait Store: Send + Sync {
     /// Every chain's head: (chain, last seq, last hash); (chain, -1, "") for a chain that has
     /// records but no head.
     async fn audit_heads(&self) -> Result<Vec<(String, i64, String)>, StoreError>;
+    /// The last record of `chain` that states its ledger's state ([`LedgerState`]), if any.
+    async fn last_state_audit(&self, chain: &str) -> Result<Option<AuditRecord>, StoreError>;
     /// Whether the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
 }

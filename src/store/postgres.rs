@@ -137,6 +137,11 @@ impl PostgresStore {
 /// holds the migration advisory lock, so replicas starting together migrate once).
 async fn migrate(conn: &mut sqlx::PgConnection, upto: i64) -> Result<(), StoreError> {
     use sqlx::Connection;
+    let current: Option<i32> = sqlx::query_scalar("SELECT MAX(version) FROM schema_version")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(unavailable)?;
+    super::refuse_newer(current.map(i64::from), upto)?;
     for (version, stmts) in MIGRATIONS.iter().filter(|(v, _)| *v <= upto) {
         let mut tx = conn.begin().await.map_err(unavailable)?;
         let current: Option<i32> = sqlx::query_scalar("SELECT MAX(version) FROM schema_version")
@@ -153,7 +158,10 @@ async fn migrate(conn: &mut sqlx::PgConnection, upto: i64) -> Result<(), StoreEr
                 "BIGINT",
                 "BIGSERIAL PRIMARY KEY",
                 "\"C\"",
-                |column, key| format!("(({column})::jsonb->>'{key}')::DOUBLE PRECISION"),
+                |column, key| {
+                    let path = key.split('.').collect::<Vec<_>>().join(",");
+                    format!("(({column})::jsonb#>>'{{{path}}}')::DOUBLE PRECISION")
+                },
             ))
             .execute(&mut *tx)
             .await
@@ -269,8 +277,8 @@ async fn append_in(
     for q in &update.quotas {
         upsert_quota(&mut *tx, q).await.map_err(unavailable)?;
     }
-    if let Some(a) = &update.audit {
-        insert_audit(&mut *tx, a).await.map_err(unavailable)?;
+    if let Some(a) = update.sealed_audit(id, expected_version) {
+        insert_audit(&mut *tx, &a).await.map_err(unavailable)?;
     }
     let seq = expected_version + 1;
     if let Some(b) = &entry.shared {
@@ -396,8 +404,8 @@ impl Store for PostgresStore {
                 .await
                 .map_err(unavailable)?;
         }
-        if let Some(a) = audit {
-            insert_audit(&mut tx, a).await.map_err(unavailable)?;
+        if let Some(a) = super::sealed_create_audit(row, audit) {
+            insert_audit(&mut tx, &a).await.map_err(unavailable)?;
         }
         tx.commit().await.map_err(unavailable)
     }
@@ -815,6 +823,15 @@ impl Store for PostgresStore {
             .await
             .map_err(unavailable)?;
         Ok(rows.iter().map(audit_from_row).collect())
+    }
+
+    async fn last_state_audit(&self, chain: &str) -> Result<Option<AuditRecord>, StoreError> {
+        let row = sqlx::query(&sql::numbered(sql::AUDIT_LAST_STATE))
+            .bind(chain)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.as_ref().map(audit_from_row))
     }
 
     async fn audit_heads(&self) -> Result<Vec<(String, i64, String)>, StoreError> {

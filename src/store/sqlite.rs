@@ -138,8 +138,8 @@ fn append_in(
             ],
         )?;
     }
-    if let Some(a) = &u.audit {
-        w::insert_audit(c, a)?;
+    if let Some(a) = u.sealed_audit(id, expected_version) {
+        w::insert_audit(c, &a)?;
     }
     let seq = expected_version + 1;
     let e = entry;
@@ -307,6 +307,11 @@ impl SqliteStore {
 /// Applies [`MIGRATIONS`] beyond the recorded schema version, each in one transaction (`BEGIN
 /// IMMEDIATE`: another process opening the same file waits, then sees the new version).
 async fn migrate(pool: &SqlitePool, upto: i64) -> Result<(), StoreError> {
+    let current: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM schema_version")
+        .fetch_one(pool)
+        .await
+        .map_err(unavailable)?;
+    super::refuse_newer(current, upto)?;
     for (version, stmts) in MIGRATIONS.iter().filter(|(v, _)| *v <= upto) {
         let mut conn = pool.acquire().await.map_err(unavailable)?;
         sqlx::query("BEGIN IMMEDIATE")
@@ -365,7 +370,8 @@ impl Store for SqliteStore {
         partitioning: Option<&str>,
         audit: Option<&AuditDraft>,
     ) -> Result<(), StoreError> {
-        let (r, state, audit) = (row.clone(), state.to_vec(), audit.cloned());
+        let (r, state) = (row.clone(), state.to_vec());
+        let audit = super::sealed_create_audit(row, audit);
         let partitioning = partitioning.map(str::to_owned);
         self.writer
             .write(move |c| {
@@ -771,6 +777,15 @@ impl Store for SqliteStore {
             .await
             .map_err(unavailable)?;
         Ok(rows.iter().map(audit_from_row).collect())
+    }
+
+    async fn last_state_audit(&self, chain: &str) -> Result<Option<AuditRecord>, StoreError> {
+        let row = sqlx::query(sql::AUDIT_LAST_STATE)
+            .bind(chain)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(row.as_ref().map(audit_from_row))
     }
 
     async fn audit_heads(&self) -> Result<Vec<(String, i64, String)>, StoreError> {

@@ -523,3 +523,48 @@ async fn a_version_2_ledger_is_migrated() {
         "a refund restores the sums exactly here"
     );
 }
+
+/// A version-1 charge is recognised by its stored response's missing certificate, parsed: a
+/// caller's metadata holding `"unit"` does not pass it off as a certified one (issue 31, row 5).
+/// And a database written by a newer release is refused, so an older replica cannot write rows
+/// without what this one relies on.
+#[tokio::test]
+async fn version_1_charges_are_recognised_whatever_their_metadata_and_newer_schemas_are_refused() {
+    let dir = temp_dir("migrate-meta");
+    let db = dir.join("ledger.db");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    std::fs::copy(fixture.join("ledger-v1.sqlite"), &db).unwrap();
+    let url = format!("sqlite://{}", db.display());
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query(
+        r#"UPDATE entries SET response = replace(response, '"metadata":null', '"metadata":{"unit":"rows"}')"#,
+    )
+    .execute(&raw)
+    .await
+    .unwrap();
+    let with_unit: i64 = sqlx::query_scalar(
+        r#"SELECT COUNT(*) FROM entries WHERE dataset_id = 'gauss' AND response LIKE '%"unit":"rows"%'"#,
+    )
+    .fetch_one(&raw)
+    .await
+    .unwrap();
+    assert_eq!(with_unit, 2);
+    raw.close().await;
+    let app =
+        crate::api::TestApp::over_store(open_store(&url).await.unwrap(), Limits::default(), dir)
+            .await;
+    let (_, d) = app.get("/v1/datasets/gauss").await;
+    assert_eq!(d["statement"]["validity"], "unknown", "{d}");
+    // A schema newer than this release's: refused with the reason.
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query("INSERT INTO schema_version (version) VALUES (99)")
+        .execute(&raw)
+        .await
+        .unwrap();
+    raw.close().await;
+    let err = open_store(&url)
+        .await
+        .err()
+        .expect("a newer schema is refused");
+    assert!(err.to_string().contains("newer than this release"), "{err}");
+}

@@ -816,3 +816,159 @@ async fn future_blocks_cannot_be_exhausted_today_and_block_creation_is_bounded()
     let (s, _) = app.post("/v1/charges", range(-3400, -3390)).await;
     assert_eq!(s, StatusCode::CREATED);
 }
+
+/// Row 11: a join charges each dataset what one of *its* records can move. In events ⋈ customers
+/// with each joined row clipped to 1, a customer with up to 4 events moves the sum by 4: the
+/// customers ledger is charged the same noise at sensitivity 4 (its own `event`), the events
+/// ledger at sensitivity 1. Gaussian units: μ = sensitivity/σ, in closed form.
+#[tokio::test]
+async fn a_join_charges_each_dataset_at_its_own_records_sensitivity() {
+    let app = spawn_app().await;
+    app.dataset("orders", 2.0).await;
+    app.dataset("buyers", 2.0).await;
+    let sigma = 10.0;
+    let body = json!({
+        "datasets": [
+            {"id": "orders"},
+            {"id": "buyers", "event": {"type": "gaussian", "noise_multiplier": sigma / 4.0}}
+        ],
+        "event": {"type": "gaussian", "noise_multiplier": sigma},
+        "label": "orders per buyer segment"
+    });
+    let (s, b) = app
+        .call(
+            "POST",
+            "/v1/charges",
+            Some(&body),
+            &[("idempotency-key", "join-1")],
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let ledgers = b["charge"]["ledgers"].as_array().unwrap();
+    let by_id = |id: &str| {
+        ledgers
+            .iter()
+            .find(|l| l["ledger_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(f(&by_id("orders")["unit"]["mu"]), 1.0 / sigma);
+    assert!(by_id("orders").get("event").is_none());
+    let buyers_mu = f(&by_id("buyers")["unit"]["mu"]);
+    assert!(
+        buyers_mu >= 4.0 / sigma && buyers_mu <= 4.0 / sigma * (1.0 + SUM_TOLERANCE),
+        "{b}"
+    );
+    assert_eq!(by_id("buyers")["event"]["noise_multiplier"], sigma / 4.0);
+    assert_spent(mu_spent(&app, "orders").await, &[1.0 / sigma]);
+    assert_spent(mu_spent(&app, "buyers").await, &[4.0 / sigma]);
+    // Each ledger records the event it was charged.
+    let (_, e) = app.get("/v1/datasets/buyers/charges").await;
+    assert_eq!(
+        e["items"][0]["charge"]["event"]["noise_multiplier"],
+        sigma / 4.0
+    );
+    // A retry replays; nothing is charged twice.
+    let (s, _) = app
+        .call(
+            "POST",
+            "/v1/charges",
+            Some(&body),
+            &[("idempotency-key", "join-1")],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_spent(mu_spent(&app, "buyers").await, &[4.0 / sigma]);
+    // A bad per-dataset event names its field.
+    let bad = json!({"datasets": [{"id": "orders"}, {"id": "buyers", "event": {"type": "nope"}}],
+                     "event": gdp(0.1)});
+    let (s, e) = app.post("/v1/charges", bad).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert!(
+        e["details"]["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("$.datasets[1].event"),
+        "{e}"
+    );
+}
+
+/// Row 13: a ledger reset behind the service's back (`UPDATE datasets SET mu_sq_spent = 0`) is
+/// caught: every audited change states the ledger's state after it, the service refuses to write
+/// on a ledger whose row disagrees with that (409 `dataset_state_corrupt`, on a restart as on any
+/// replica), and `audit verify` reports it.
+#[tokio::test]
+async fn a_ledger_reset_behind_the_services_back_is_refused_and_reported() {
+    use privacy_ledger::app::open_store;
+    let dir = crate::api::temp_dir("reset");
+    let url = format!("sqlite://{}", dir.join("l.db").display());
+    let app = TestApp::over_store(
+        open_store(&url).await.unwrap(),
+        privacy_ledger::http::Limits::default(),
+        dir,
+    )
+    .await;
+    app.dataset("census", 1.2).await;
+    let charge = json!({"event": gdp(0.9)});
+    let (s, _) = app
+        .post("/v1/datasets/census/charges", charge.clone())
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    // 0.9² · 2 > 1.2²: the second does not fit.
+    let (s, _) = app
+        .post("/v1/datasets/census/charges", charge.clone())
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query("UPDATE datasets SET mu_sq_spent = 0, mu_spent = 0, units = 0 WHERE id = 'census'")
+        .execute(&raw)
+        .await
+        .unwrap();
+    // A restarted service (nothing kept in memory) over the same file.
+    let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
+    let v = ledgers.verify_audit().await.unwrap();
+    assert!(
+        v.problems
+            .iter()
+            .any(|p| p.contains("\"census\"") && p.contains("stored state")),
+        "{:?}",
+        v.problems
+    );
+    let restarted = TestApp::over_ledgers(
+        ledgers,
+        privacy_ledger::http::Limits::default(),
+        crate::api::temp_dir("reset-2"),
+    )
+    .await;
+    let (s, e) = restarted.post("/v1/datasets/census/charges", charge).await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::CONFLICT, Some("dataset_state_corrupt")),
+        "{e}"
+    );
+    let multi = json!({"datasets": [{"id": "census"}], "event": gdp(0.9)});
+    let (s, e) = restarted.post("/v1/charges", multi).await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::CONFLICT, Some("dataset_state_corrupt"))
+    );
+    // Put back, it is accepted again (and still refuses what does not fit).
+    sqlx::query(
+        "UPDATE datasets SET mu_sq_spent = 0.81, mu_spent = 0.9, units = 1 WHERE id = 'census'",
+    )
+    .execute(&raw)
+    .await
+    .unwrap();
+    let (s, e) = restarted
+        .post("/v1/datasets/census/charges", json!({"event": gdp(0.9)}))
+        .await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::CONFLICT, Some("budget_exceeded")),
+        "{e}"
+    );
+    let (s, _) = restarted
+        .post("/v1/datasets/census/charges", json!({"event": gdp(0.5)}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+}

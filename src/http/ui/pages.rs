@@ -259,7 +259,7 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
                 seq: c.seq,
                 at: &c.created_at,
                 mu_after: m,
-                reserved: c.status == "reserved",
+                reserved: matches!(c.status.as_str(), "reserved" | "started"),
             })
         })
         .collect();
@@ -420,7 +420,7 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
                     }
                     label { "Status "
                         select name="status" {
-                            @for s in ["", "committed", "reserved", "released"] {
+                            @for s in ["", "committed", "reserved", "started", "released"] {
                                 option value=(s) selected[filter.status == s] { (if s.is_empty() { "any" } else { s }) }
                             }
                         }
