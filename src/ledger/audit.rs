@@ -238,6 +238,12 @@ impl Ledgers {
                 ));
             }
         }
+        for id in self.store.datasets_without_chain().await? {
+            problems.push(format!(
+                "dataset {id:?}: its audit chain is missing (deleted with its head: every change \
+                 it had was recorded there)"
+            ));
+        }
         Ok(Verification {
             chains: heads.len(),
             records,

@@ -498,6 +498,8 @@ fn empty_row(
         cap_mu: cap.map(|c| c.mu()),
         cap_delta: cap.map(|c| c.delta()),
         statement_unknown: None,
+        // Its creation (or first charge) is audited with its state.
+        states_from: Some(0),
         created_at: ts.clone(),
         updated_at: ts,
     }
@@ -1873,6 +1875,19 @@ impl Ledgers {
     async fn check_state(&self, row: &DatasetRow) -> Result<(), LedgerError> {
         use crate::store::LedgerState;
         let Some(rec) = self.store.last_state_audit(&row.id).await? else {
+            // None stated: fine for a ledger not written since states were audited; one that was
+            // must have its records (a deleted chain hides nothing).
+            if row.states_from.is_some_and(|v| row.version >= v) {
+                return Err(LedgerError::StateCorrupt(
+                    row.id.clone(),
+                    format!(
+                        "it is at version {} but its audit log states none of its states since \
+                         version {} (its audit chain was deleted outside the service)",
+                        row.version,
+                        row.states_from.unwrap_or(0)
+                    ),
+                ));
+            }
             return Ok(());
         };
         let (Some(stated), Some(stored)) =

@@ -738,6 +738,8 @@ impl Ledgers {
         if let Some(d) = description {
             row.description = d;
         }
+        // Its declaration is on the dataset's chain; its own chain starts with its first charge.
+        row.states_from = Some(1);
         let state = Composition::new(relation_of(&row)?, grid_step_of(&row)?).to_bytes();
         let audit = audit::draft(actor, "block.declared", Some(id), Some(&row.id))
             .after(&serde_json::json!({"block": name, "description": row.description}))

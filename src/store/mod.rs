@@ -40,8 +40,12 @@
 //! when their charges were admitted by version 1's gate (a charge's stored response carries no
 //! certificate) or when a budget change predates the audit log (the budget before it is lost).
 
+//! Version 9 adds `datasets.states_from`: the first version whose audit record states the ledger's
+//! state ([`LedgerState`]); migrated ledgers get their next version, new ones 0. A ledger at or past
+//! it must have a state record, so deleting its chain does not hide a changed row.
+
 /// The schema version this release writes (the last of [`MIGRATIONS`]).
-pub const LATEST: i64 = 8;
+pub const LATEST: i64 = 9;
 
 /// Schema migrations after version 1, as (version, statements); the SQL is portable between
 /// SQLite and PostgreSQL (`REAL` is `float4` in PostgreSQL, so `DOUBLE PRECISION` is spelt out
@@ -195,6 +199,13 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
              {J:e.response:charge.unit.mu} IS NULL))",
         ],
     ),
+    (
+        9,
+        &[
+            "ALTER TABLE datasets ADD COLUMN states_from {I}",
+            "UPDATE datasets SET states_from = version + 1",
+        ],
+    ),
 ];
 
 #[cfg(test)]
@@ -279,6 +290,12 @@ pub mod sql {
         FROM audit WHERE id > ? AND (? IS NULL OR dataset_id = ?) AND (? IS NULL OR principal = ?) \
         AND (? IS NULL OR at >= ?) AND (? IS NULL OR at < ?) ORDER BY id LIMIT ?";
     /// A chain's last record that states the ledger's state (`"ledger":{` in its after value).
+    /// Datasets (and blocks) that must have an audit chain and have none: an entry written with a
+    /// principal (schema 5 on, each with its record) or a version at or past `states_from`.
+    pub const DATASETS_WITHOUT_CHAIN: &str = "SELECT d.id FROM datasets d WHERE NOT EXISTS \
+        (SELECT 1 FROM audit a WHERE a.chain = d.id) AND (d.version >= COALESCE(d.states_from, \
+        d.version + 1) OR EXISTS (SELECT 1 FROM entries e WHERE e.dataset_id = d.id AND \
+        e.principal IS NOT NULL)) ORDER BY d.id";
     pub const AUDIT_LAST_STATE: &str = "SELECT id, chain, seq, at, principal, credential, action, \
         dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
         FROM audit WHERE chain = ? AND after_value LIKE '%\"ledger\":{%' ORDER BY seq DESC LIMIT 1";
@@ -305,13 +322,13 @@ pub mod sql {
         delta_spent = excluded.delta_spent, units = excluded.units, \
         updated_at = excluded.updated_at";
 
-    /// A new dataset (24 parameters, in [`super::DatasetRow`]'s order; `mu_spent_lower` repeats
+    /// A new dataset (25 parameters, in [`super::DatasetRow`]'s order; `mu_spent_lower` repeats
     /// `mu_spent`, `state` comes after `create_hash`).
     pub const DATASET_INSERT: &str = "INSERT INTO datasets (id, description, \
         neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
         mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
-        mu_max, delta_max, cap_mu, cap_delta, statement_unknown, created_at, updated_at) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     /// The append's compare-and-swap: every field of [`super::DatasetUpdate`] assigned (what
     /// [`super::DatasetUpdate::applied`] mirrors), the state kept when NULL, the version moved
     /// by one, only at the expected version.
@@ -325,8 +342,8 @@ pub mod sql {
     pub const DATASET_INSERT_IF_ABSENT: &str = "INSERT INTO datasets (id, description, \
         neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
         mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
-        mu_max, delta_max, cap_mu, cap_delta, statement_unknown, created_at, updated_at) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+        mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
         ON CONFLICT (id) DO NOTHING";
     pub const PARTITIONING_SET: &str = "UPDATE datasets SET partitioning = ? WHERE id = ?";
     pub const PARTITIONING_GET: &str = "SELECT partitioning FROM datasets WHERE id = ?";
@@ -361,7 +378,8 @@ pub mod sql {
         () => {
             "id, description, neighboring_relation, budget_mu, budget_delta, grid_step, version, \
              charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, \
-             mu_max, delta_max, cap_mu, cap_delta, statement_unknown, created_at, updated_at"
+             mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, \
+             updated_at"
         };
     }
     macro_rules! entry_columns {
@@ -489,6 +507,7 @@ macro_rules! row_decoders {
                 cap_mu: r.get("cap_mu"),
                 cap_delta: r.get("cap_delta"),
                 statement_unknown: r.get("statement_unknown"),
+                states_from: r.get("states_from"),
                 created_at: r.get("created_at"),
                 updated_at: r.get("updated_at"),
             }
@@ -626,6 +645,8 @@ pub struct DatasetRow {
     pub cap_delta: Option<f64>,
     /// Why no filter statement holds for the ledger's past (`None`: one does).
     pub statement_unknown: Option<String>,
+    /// The first version whose audit record states the ledger's state (`None`: not known).
+    pub states_from: Option<i64>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -1213,6 +1234,9 @@ pub trait Store: Send + Sync {
     /// Every chain's head: (chain, last seq, last hash); (chain, -1, "") for a chain that has
     /// records but no head.
     async fn audit_heads(&self) -> Result<Vec<(String, i64, String)>, StoreError>;
+    /// Datasets and blocks that must have an audit chain and have none
+    /// ([`sql::DATASETS_WITHOUT_CHAIN`]).
+    async fn datasets_without_chain(&self) -> Result<Vec<String>, StoreError>;
     /// The last record of `chain` that states its ledger's state ([`LedgerState`]), if any.
     async fn last_state_audit(&self, chain: &str) -> Result<Option<AuditRecord>, StoreError>;
     /// Whether the database answers.

@@ -213,6 +213,7 @@ async fn insert_dataset(
         .bind(row.cap_mu)
         .bind(row.cap_delta)
         .bind(&row.statement_unknown)
+        .bind(row.states_from)
         .bind(&row.created_at)
         .bind(&row.updated_at)
         .execute(&mut *conn)
@@ -823,6 +824,13 @@ impl Store for PostgresStore {
             .await
             .map_err(unavailable)?;
         Ok(rows.iter().map(audit_from_row).collect())
+    }
+
+    async fn datasets_without_chain(&self) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar(&sql::numbered(sql::DATASETS_WITHOUT_CHAIN))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)
     }
 
     async fn last_state_audit(&self, chain: &str) -> Result<Option<AuditRecord>, StoreError> {

@@ -210,6 +210,7 @@ fn insert_dataset(
             r.cap_mu,
             r.cap_delta,
             r.statement_unknown,
+            r.states_from,
             r.created_at,
             r.updated_at
         ])
@@ -777,6 +778,13 @@ impl Store for SqliteStore {
             .await
             .map_err(unavailable)?;
         Ok(rows.iter().map(audit_from_row).collect())
+    }
+
+    async fn datasets_without_chain(&self) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar(sql::DATASETS_WITHOUT_CHAIN)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)
     }
 
     async fn last_state_audit(&self, chain: &str) -> Result<Option<AuditRecord>, StoreError> {

@@ -971,4 +971,31 @@ async fn a_ledger_reset_behind_the_services_back_is_refused_and_reported() {
         .post("/v1/datasets/census/charges", json!({"event": gdp(0.5)}))
         .await;
     assert_eq!(s, StatusCode::CREATED);
+    // Deleting its whole audit chain (records and head) as well hides nothing: the row says
+    // which version its audited states start from.
+    sqlx::query("DELETE FROM audit WHERE chain = 'census'")
+        .execute(&raw)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM audit_heads WHERE chain = 'census'")
+        .execute(&raw)
+        .await
+        .unwrap();
+    let (s, e) = restarted
+        .post("/v1/datasets/census/charges", json!({"event": gdp(0.9)}))
+        .await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::CONFLICT, Some("dataset_state_corrupt")),
+        "{e}"
+    );
+    let check = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
+    let v = check.verify_audit().await.unwrap();
+    assert!(
+        v.problems
+            .iter()
+            .any(|p| p.contains("\"census\"") && p.contains("chain is missing")),
+        "{:?}",
+        v.problems
+    );
 }

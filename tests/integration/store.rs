@@ -36,6 +36,7 @@ fn dataset(id: &str) -> DatasetRow {
         cap_mu: Some(4.0),
         cap_delta: Some(1e-9),
         statement_unknown: None,
+        states_from: Some(0),
         created_at: "2026-01-01T00:00:00.000Z".into(),
         updated_at: "2026-01-01T00:00:00.000Z".into(),
     }
