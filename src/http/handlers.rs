@@ -247,7 +247,7 @@ pub async fn start_charge(
 ) -> ApiResult<Json<Value>> {
     let req = settle_request(&body, &charge_id, input::SettleKind::Start, &headers)?;
     Ok(Json(
-        s.ledgers.start(&caller.0, &id, &charge_id, req).await?,
+        s.ledgers.settle(&caller.0, &id, &charge_id, req).await?,
     ))
 }
 
@@ -274,7 +274,7 @@ pub async fn commit_charge(
 ) -> ApiResult<Json<Value>> {
     let req = settle_request(&body, &charge_id, input::SettleKind::Commit, &headers)?;
     Ok(Json(
-        s.ledgers.commit(&caller.0, &id, &charge_id, req).await?,
+        s.ledgers.settle(&caller.0, &id, &charge_id, req).await?,
     ))
 }
 
@@ -320,7 +320,7 @@ pub async fn release_charge(
     let kind = input::SettleKind::Release;
     let req = input::SettleRequest::from_json(&body, &charge_id, kind, idempotency_key(&headers)?)?;
     Ok(Json(
-        s.ledgers.release(&caller.0, &id, &charge_id, req).await?,
+        s.ledgers.settle(&caller.0, &id, &charge_id, req).await?,
     ))
 }
 

@@ -463,6 +463,8 @@ pub enum SettleKind {
 /// `POST /v1/datasets/{id}/charges/{charge_id}/start`, `/commit` and `/release`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SettleRequest {
+    /// What the request does to the unit.
+    pub kind: SettleKind,
     /// Release only: the caller's statement. `false` means the unit's job never started reading
     /// the data, and no output of it, nor anything computed from it, was seen by anyone or any
     /// process — including the code deciding to release — so the decision does not depend on it
@@ -501,6 +503,7 @@ impl SettleRequest {
             SettleKind::Release => "release",
         };
         Ok(SettleRequest {
+            kind,
             outputs_released,
             reason,
             idempotency_key,

@@ -28,7 +28,7 @@
 
 use super::auth::{Action, Actor};
 use super::filter::FilterState;
-use super::input::{ChunkRequest, RunRequest, SettleRequest};
+use super::input::{ChunkRequest, RunRequest, SettleKind, SettleRequest};
 use super::keys::{IdemKey, Operation};
 use super::{
     audit, blocking, budget_of, exact_with, filter_of, internal, now, relation_of, unchanged,
@@ -422,47 +422,6 @@ impl Ledgers {
         result
     }
 
-    /// Starts a reserved unit: its job is about to read the data. From then on the unit can only
-    /// be committed (a started job's failure or timing may depend on the data).
-    pub async fn start(
-        &self,
-        actor: &Actor,
-        id: &str,
-        charge_id: &str,
-        req: SettleRequest,
-    ) -> Result<Value, LedgerError> {
-        self.settle(actor, id, charge_id, req, Transition::Start)
-            .await
-    }
-
-    /// Commits a reserved (or started) unit: it stays counted and joins the exact composition.
-    pub async fn commit(
-        &self,
-        actor: &Actor,
-        id: &str,
-        charge_id: &str,
-        req: SettleRequest,
-    ) -> Result<Value, LedgerError> {
-        self.settle(actor, id, charge_id, req, Transition::Commit)
-            .await
-    }
-
-    /// Releases a reserved unit that was not started and whose outputs were never released: the
-    /// filter forgets it.
-    pub async fn release(
-        &self,
-        actor: &Actor,
-        id: &str,
-        charge_id: &str,
-        req: SettleRequest,
-    ) -> Result<Value, LedgerError> {
-        if req.outputs_released != Some(false) {
-            return Err(LedgerError::OutputsReleased(charge_id.to_owned()));
-        }
-        self.settle(actor, id, charge_id, req, Transition::Release)
-            .await
-    }
-
     /// Whether `actor` may act on `what` (a reserved unit, a run), held by `owner`: its owner may;
     /// an admin of the dataset may when it gives a reason, and `Some((owner, reason))` is recorded;
     /// anyone else gets [`LedgerError::NotOwner`]. A unit with no recorded owner (written before
@@ -497,18 +456,26 @@ impl Ledgers {
         }
     }
 
-    async fn settle(
+    /// Starts, commits or releases a reserved unit (`req.kind`):
+    /// * start: its job is about to read the data; from then on it can only be committed (a
+    ///   started job's failure or timing may depend on the data);
+    /// * commit (reserved or started): it stays counted and joins the exact composition;
+    /// * release (reserved, not started, and no output released): the filter forgets it.
+    pub async fn settle(
         &self,
         actor: &Actor,
         id: &str,
         charge_id: &str,
         req: SettleRequest,
-        how: Transition,
     ) -> Result<Value, LedgerError> {
+        let how = req.kind;
+        if how == SettleKind::Release && req.outputs_released != Some(false) {
+            return Err(LedgerError::OutputsReleased(charge_id.to_owned()));
+        }
         self.authorize(actor, id, Action::Spend).await?;
         self.row(id).await?;
         let _guard = self.lock(id).await?;
-        let release = how == Transition::Release;
+        let release = how == SettleKind::Release;
         let key = IdemKey::of(
             &actor.principal,
             how.operation(),
@@ -529,10 +496,10 @@ impl Ledgers {
                 .ok_or_else(|| LedgerError::ChargeNotFound(charge_id.to_owned()))?;
             let status = charge.status.clone().unwrap_or_else(|| "committed".into());
             match (how, status.as_str()) {
-                (Transition::Start, "reserved" | "started")
-                | (Transition::Commit, "reserved" | "started")
-                | (Transition::Release, "reserved") => {}
-                (Transition::Release, "started") => {
+                (SettleKind::Start, "reserved" | "started")
+                | (SettleKind::Commit, "reserved" | "started")
+                | (SettleKind::Release, "reserved") => {}
+                (SettleKind::Release, "started") => {
                     return Err(LedgerError::UnitStarted(charge_id.to_owned()))
                 }
                 _ => {
@@ -552,7 +519,7 @@ impl Ledgers {
                 )
                 .await?;
             // Starting twice changes nothing.
-            if (how, status.as_str()) == (Transition::Start, "started") {
+            if (how, status.as_str()) == (SettleKind::Start, "started") {
                 let mut view = super::charge_view(&charge);
                 view.status = status;
                 let f = filter_of(&row)?;
@@ -593,7 +560,7 @@ impl Ledgers {
             let ts = now();
             let mut update = unchanged(&row, &f, ts.clone());
             let new_status = how.status();
-            if how != Transition::Start {
+            if how != SettleKind::Start {
                 update.reserved = (update.reserved - 1).max(0);
             }
             update.settle = Some(Settle {
@@ -602,7 +569,7 @@ impl Ledgers {
                 to: new_status.to_owned(),
             });
             let mut state = None;
-            if how == Transition::Start {
+            if how == SettleKind::Start {
                 // Still counted, and not yet part of the exact composition.
             } else if release {
                 let after = f.without(&unit);
@@ -701,45 +668,38 @@ impl Ledgers {
     }
 }
 
-/// A reserved unit's change of status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Transition {
-    Start,
-    Commit,
-    Release,
-}
-
-impl Transition {
+/// What a settle request does to a reserved unit.
+impl SettleKind {
     fn operation(self) -> Operation {
         match self {
-            Transition::Start => Operation::Start,
-            Transition::Commit => Operation::Commit,
-            Transition::Release => Operation::Release,
+            SettleKind::Start => Operation::Start,
+            SettleKind::Commit => Operation::Commit,
+            SettleKind::Release => Operation::Release,
         }
     }
 
     /// The unit's status after it.
     fn status(self) -> &'static str {
         match self {
-            Transition::Start => "started",
-            Transition::Commit => "committed",
-            Transition::Release => "released",
+            SettleKind::Start => "started",
+            SettleKind::Commit => "committed",
+            SettleKind::Release => "released",
         }
     }
 
     fn entry_kind(self) -> &'static str {
         match self {
-            Transition::Start => "start",
-            Transition::Commit => "commit",
-            Transition::Release => "release",
+            SettleKind::Start => "start",
+            SettleKind::Commit => "commit",
+            SettleKind::Release => "release",
         }
     }
 
     fn action(self) -> &'static str {
         match self {
-            Transition::Start => "unit.started",
-            Transition::Commit => "unit.committed",
-            Transition::Release => "unit.released",
+            SettleKind::Start => "unit.started",
+            SettleKind::Commit => "unit.committed",
+            SettleKind::Release => "unit.released",
         }
     }
 }
