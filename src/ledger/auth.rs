@@ -356,6 +356,12 @@ impl Ledgers {
         }
     }
 
+    /// Whether `actor` sees other principals' private parts on dataset `id` (idempotency keys,
+    /// metadata, quota shares): admins and auditors of it (an admin may audit).
+    pub async fn sees_others(&self, actor: &Actor, id: &str) -> bool {
+        self.authorize(actor, id, Action::Audit).await.is_ok()
+    }
+
     /// Gives `principal` `role` on dataset `id`, or withdraws its grant (`role = None`); admins of
     /// the dataset only. Whether anything changed.
     pub async fn set_grant(
