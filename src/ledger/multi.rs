@@ -129,8 +129,9 @@ struct Resolved {
     block: Option<String>,
     /// The dataset's own event (`datasets[i].event`), if it has one; else the request's.
     event: Option<Arc<crate::accountant::Event>>,
-    /// A block's first row (from the dataset's per-block budget), used when it does not exist.
-    template: Option<DatasetRow>,
+    /// A time block, created by its first charge if it does not exist (from the dataset's
+    /// per-block budget and quotas, read on every attempt).
+    creatable: bool,
 }
 
 /// A ledger as read for one attempt.
@@ -141,6 +142,9 @@ struct Part {
     exists: bool,
     gate: Gate,
     quota_row: Option<QuotaRow>,
+    /// A new block: its parent's id and version (its row and quotas were copied at it; see
+    /// [`crate::store::LedgerAppend::hold`]) and its quota rows, nothing spent.
+    new: Option<((String, i64), Vec<QuotaRow>)>,
     base: Arc<Composition>,
 }
 
@@ -211,7 +215,7 @@ impl Ledgers {
             // One allocation per dataset: its blocks share one certification.
             let own_event = t.event.clone().map(Arc::new);
             self.authorize(actor, &t.dataset, Action::Spend).await?;
-            let row = self.row(&t.dataset).await?;
+            self.row(&t.dataset).await?;
             match (self.partitioning_of(&t.dataset).await?, &t.blocks) {
                 (None, None) => {
                     out.insert(
@@ -219,7 +223,7 @@ impl Ledgers {
                         Resolved {
                             dataset: t.dataset.clone(),
                             block: None,
-                            template: None,
+                            creatable: false,
                             event: own_event.clone(),
                         },
                     );
@@ -252,7 +256,7 @@ impl Ledgers {
                         let id = partition::block_id(&t.dataset, &name);
                         // A named partition exists only once an admin declared it: a caller
                         // cannot mint a fresh budget for records it reads under a new name.
-                        let template = match p {
+                        let creatable = match p {
                             Partitioning::Named => {
                                 if self.store.get_dataset(&id).await?.is_none() {
                                     return Err(LedgerError::Invalid(
@@ -266,15 +270,15 @@ impl Ledgers {
                                         ),
                                     ));
                                 }
-                                None
+                                false
                             }
-                            Partitioning::Time { .. } => Some(block_template(&row, &name)?),
+                            Partitioning::Time { .. } => true,
                         };
                         out.insert(
                             id,
                             Resolved {
                                 dataset: t.dataset.clone(),
-                                template,
+                                creatable,
                                 block: Some(name),
                                 event: own_event.clone(),
                             },
@@ -374,6 +378,8 @@ impl Ledgers {
         // Empty blocks of one (relation, grid step) share one empty state, so their exact
         // compositions are computed once (see `try_many`).
         let mut empty: HashMap<(String, u64), Arc<Composition>> = HashMap::new();
+        // The parents of new blocks, with their quotas, read once per attempt.
+        let mut parents: HashMap<String, (DatasetRow, Vec<QuotaRow>)> = HashMap::new();
         let mut parts = Vec::with_capacity(ledgers.len());
         for (id, spec) in ledgers {
             let existing = match self.store.get_dataset(id).await? {
@@ -382,19 +388,30 @@ impl Ledgers {
                 Some(r) if r.mu_sq_spent.is_none() => return Err(LedgerError::Busy),
                 other => other,
             };
-            let (row, exists) = match (existing, &spec.template) {
+            let (row, quotas, new) = match (existing, &spec.block) {
                 (Some(r), _) => {
                     self.check_state(&r).await?;
-                    (r, true)
+                    let quotas = self.store.list_quotas(id).await?;
+                    (r, quotas, None)
                 }
-                (None, Some(t)) => (t.clone(), false),
-                (None, None) => return Err(LedgerError::NotFound(id.clone())),
+                (None, Some(name)) if spec.creatable => {
+                    let (parent, parent_quotas) = match parents.get(&spec.dataset) {
+                        Some(p) => p.clone(),
+                        None => {
+                            let parent = self.row(&spec.dataset).await?;
+                            let q = self.store.list_quotas(&spec.dataset).await?;
+                            parents.insert(spec.dataset.clone(), (parent.clone(), q.clone()));
+                            (parent, q)
+                        }
+                    };
+                    let row = block_template(&parent, name)?;
+                    let quotas = quotas::for_new_block(&parent_quotas, id, &row.created_at);
+                    let hold = (parent.id.clone(), parent.version);
+                    (row, quotas.clone(), Some((hold, quotas)))
+                }
+                (None, _) => return Err(LedgerError::NotFound(id.clone())),
             };
-            let quotas = if exists {
-                self.store.list_quotas(id).await?
-            } else {
-                Vec::new()
-            };
+            let exists = new.is_none();
             let (gate, quota_row) = Self::gate_for(&row, &quotas, &actor.principal.name)?;
             let base = if exists {
                 let (version, base) = self.state_and_version(&row).await?;
@@ -416,6 +433,7 @@ impl Ledgers {
                 exists,
                 gate,
                 quota_row,
+                new,
                 base,
             });
         }
@@ -590,9 +608,15 @@ impl Ledgers {
             let update = crate::store::DatasetUpdate {
                 charges: p.row.charges + 1,
                 exact_mu,
-                quotas: match (&p.quota_row, share_after) {
-                    (Some(q), Some(s)) => vec![quotas::charged(q, &s, &ts)],
-                    _ => Vec::new(),
+                quotas: {
+                    // A new block's rows, all of them; else the one the unit was charged to.
+                    let mut rows = p.new.as_ref().map(|n| n.1.clone()).unwrap_or_default();
+                    if let (Some(q), Some(s)) = (&p.quota_row, share_after) {
+                        let c = quotas::charged(q, &s, &ts);
+                        rows.retain(|r| r.principal != c.principal);
+                        rows.push(c);
+                    }
+                    rows
                 },
                 audit: Some(audit),
                 ..unchanged(&p.row, &after, ts.clone())
@@ -612,6 +636,8 @@ impl Ledgers {
                 entry,
                 update,
                 state: Some(state_bytes),
+                hold: p.new.as_ref().map(|n| n.0.clone()),
+                blocks: None,
             });
         }
         let result = self.store.append_many(&items, Some(&shared)).await;
@@ -693,7 +719,12 @@ impl Ledgers {
             let bid = partition::block_id(id, &name);
             let gate = match self.store.get_dataset(&bid).await? {
                 Some(r) => self.gate_now(&r, &actor.principal.name).await?.0,
-                None => Self::gate_for(&block_template(row, &name)?, &[], &actor.principal.name)?.0,
+                None => {
+                    // What its first charge would be gated on: the dataset's quotas, unspent.
+                    let t = block_template(row, &name)?;
+                    let q = quotas::for_new_block(&self.store.list_quotas(id).await?, &bid, "");
+                    Self::gate_for(&t, &q, &actor.principal.name)?.0
+                }
             };
             gates.push((Some(name), gate));
         }
@@ -713,7 +744,7 @@ impl Ledgers {
         description: Option<String>,
     ) -> Result<(BlockView, bool), LedgerError> {
         self.authorize(actor, id, Action::Administer).await?;
-        let parent = self.row(id).await?;
+        self.row(id).await?;
         let name = partition::block_name(name, &JsonPath::root())
             .map_err(|e| LedgerError::Invalid("path.block".into(), e.reason))?;
         match self.partitioning_of(id).await? {
@@ -734,25 +765,41 @@ impl Ledgers {
                 ))
             }
         }
-        let mut row = block_template(&parent, &name)?;
-        if let Some(d) = description {
-            row.description = d;
+        // Its budget and quotas are the dataset's at the version they were read at: a quota set
+        // meanwhile makes the store refuse the block, and it is made again from the new ones.
+        let mut created = None;
+        for attempt in 0..super::MAX_ATTEMPTS as u32 {
+            super::back_off(attempt).await;
+            let parent = self.row(id).await?;
+            let mut row = block_template(&parent, &name)?;
+            if let Some(d) = &description {
+                row.description = d.clone();
+            }
+            // Its declaration is on the dataset's chain; its own chain starts with its first
+            // charge.
+            row.states_from = Some(1);
+            let quotas =
+                quotas::for_new_block(&self.store.list_quotas(id).await?, &row.id, &row.created_at);
+            let state = Composition::new(relation_of(&row)?, grid_step_of(&row)?).to_bytes();
+            let audit = audit::draft(actor, "block.declared", Some(id), Some(&row.id))
+                .after(&serde_json::json!({"block": name, "description": row.description}))
+                .done();
+            let block = crate::store::NewBlock {
+                row: &row,
+                state: &state,
+                parent: (id, parent.version),
+                quotas: &quotas,
+                audit: Some(&audit),
+            };
+            match self.store.create_block(&block).await {
+                Ok(()) => created = Some(true),
+                Err(StoreError::AlreadyExists) => created = Some(false),
+                Err(StoreError::VersionConflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            break;
         }
-        // Its declaration is on the dataset's chain; its own chain starts with its first charge.
-        row.states_from = Some(1);
-        let state = Composition::new(relation_of(&row)?, grid_step_of(&row)?).to_bytes();
-        let audit = audit::draft(actor, "block.declared", Some(id), Some(&row.id))
-            .after(&serde_json::json!({"block": name, "description": row.description}))
-            .done();
-        let created = match self
-            .store
-            .create_dataset(&row, &state, None, Some(&audit))
-            .await
-        {
-            Ok(()) => true,
-            Err(StoreError::AlreadyExists) => false,
-            Err(e) => return Err(e.into()),
-        };
+        let created = created.ok_or(LedgerError::Busy)?;
         let view = self
             .list_blocks(actor, id, Some(BlockSelector::Names(vec![name])), None, 1)
             .await?

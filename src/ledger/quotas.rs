@@ -14,6 +14,10 @@
 //! Σμ_q² + (what the unallocated share spent) ≤ μ_B² and the same for δ; a quota is never set
 //! below what its holder spent. Spending before the first quota (by anyone) belongs to the
 //! unallocated share, so it is never counted twice nor forgotten.
+//!
+//! On a partitioned dataset a quota is the holder's share of every block: it is written to the
+//! dataset and to each existing block at once, and copied into each block created later (under the
+//! dataset's version, see `docs/partitions.md`). Each block checks the invariants on its own spend.
 
 use super::auth::{principal_name, Action, Actor};
 use super::filter::{sqrt_up, FilterState, Share};
@@ -22,7 +26,7 @@ use super::{
     audit, budget_of, filter_of, internal, now, unchanged, LedgerError, Ledgers, MAX_ATTEMPTS,
 };
 use crate::accountant::rounding;
-use crate::store::{DatasetRow, EntryRow, QuotaRow};
+use crate::store::{DatasetRow, DatasetUpdate, EntryRow, LedgerAppend, QuotaRow, StoreError};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -126,6 +130,23 @@ pub(super) fn share_for(
         },
         q.clone(),
     )))
+}
+
+/// A new block's quota rows: its partitioned dataset's quotas (`parent`, the unallocated share's
+/// included), with nothing spent. Each block is a ledger of its own, so each holder has its share
+/// in every block (`docs/partitions.md`).
+pub(super) fn for_new_block(parent: &[QuotaRow], block_id: &str, at: &str) -> Vec<QuotaRow> {
+    parent
+        .iter()
+        .map(|q| QuotaRow {
+            dataset_id: block_id.to_owned(),
+            mu_sq_spent: 0.0,
+            delta_spent: 0.0,
+            units: 0,
+            updated_at: at.to_owned(),
+            ..q.clone()
+        })
+        .collect()
 }
 
 /// The quota row of `share` after a unit moved it to `state`.
@@ -233,6 +254,8 @@ impl Ledgers {
     }
 
     /// Sets `principal`'s quota on dataset `id` (recorded in the ledger; idempotent with a key).
+    /// On a partitioned dataset the quota is the holder's share of every block: it is written to
+    /// the dataset (for blocks created later) and to every existing block, all or none.
     pub async fn set_quota(
         &self,
         actor: &Actor,
@@ -241,21 +264,21 @@ impl Ledgers {
         req: QuotaRequest,
     ) -> Result<QuotaView, LedgerError> {
         self.authorize(actor, id, Action::Administer).await?;
-        // A quota on a partitioned dataset would bind no block (blocks are gated on their own
-        // filters, and a new block has no quota rows); one on a block, set after the charge that
-        // created it, would come too late. Refused rather than silently unenforced.
-        if super::partition::split_block_id(id).is_some()
-            || self.partitioning_of(id).await?.is_some()
-        {
+        // A block's quotas are its dataset's: one set on a block alone could only come after the
+        // charge that created the block.
+        if let Some((parent, _)) = super::partition::split_block_id(id) {
             return Err(LedgerError::Invalid(
                 "path.id".into(),
-                "quotas are not supported on partitioned datasets or their blocks".into(),
+                format!(
+                    "{id:?} is a block: quotas are set on the partitioned dataset {parent:?} and                      apply in every block"
+                ),
             ));
         }
         principal_name(principal).map_err(|r| LedgerError::Invalid("path.principal".into(), r))?;
         let share =
             Budget::share(req.mu, req.delta).map_err(|r| LedgerError::Invalid("body".into(), r))?;
         self.row(id).await?;
+        let partitioned = self.partitioning_of(id).await?.is_some();
         let _guard = self.lock(id).await?;
         // Scoped to the quota's holder (the path), not only to the dataset.
         let key = super::keys::IdemKey::of(
@@ -270,86 +293,173 @@ impl Ledgers {
                 return serde_json::from_value(body).map_err(internal);
             }
             let row = self.row(id).await?;
-            let budget = budget_of(&row)?;
-            let quotas = self.store.list_quotas(id).await?;
-            let old = quotas.iter().find(|q| q.principal == principal);
-            let spent = old
-                .map(state_of)
-                .transpose()?
-                .unwrap_or_else(FilterState::empty);
-            let tol = 1.0 + super::filter::GATE_TOLERANCE;
-            if share.mu() * tol < spent.mu() || share.delta() * tol < spent.delta() {
-                return Err(LedgerError::QuotaConflict(format!(
-                    "{principal:?} has spent mu {:.6} and delta {:e} of its quota already; a \
-                     quota cannot be set below that",
-                    spent.mu(),
-                    spent.delta()
-                )));
-            }
-            let (m, d) = allocated(&quotas, Some(principal));
-            let (m, d) = (
-                rounding::add_up(m, rounding::mul_up(share.mu(), share.mu())),
-                rounding::add_up(d, share.delta()),
-            );
-            let pool = unallocated_spent(&row, &quotas)?;
-            fits(&budget, m, d, &pool).map_err(LedgerError::QuotaConflict)?;
             let ts = now();
-            let new = QuotaRow {
-                dataset_id: id.to_owned(),
-                principal: principal.to_owned(),
-                mu: share.mu(),
-                delta: share.delta(),
-                mu_sq_spent: spent.mu_sq(),
-                delta_spent: spent.delta(),
-                units: spent.units(),
-                updated_at: ts.clone(),
-            };
-            let mut writes = vec![new.clone()];
-            if !quotas.iter().any(|q| q.principal == UNALLOCATED) {
-                // The first quota: everything spent so far belongs to the unallocated share.
-                writes.push(QuotaRow {
-                    principal: UNALLOCATED.into(),
-                    mu: 0.0,
-                    delta: 0.0,
-                    mu_sq_spent: pool.mu_sq(),
-                    delta_spent: pool.delta(),
-                    units: pool.units(),
-                    ..new.clone()
+            let quotas = self.store.list_quotas(id).await?;
+            let (view, mut entry, update) = plan(actor, &row, &quotas, principal, &share, &ts)?;
+            entry.idempotency_key = key.as_ref().map(|k| k.stored().to_owned());
+            entry.request_hash = Some(req.request_hash.clone());
+            entry.response = Some(serde_json::to_string(&view).map_err(internal)?);
+            if !partitioned {
+                if self.append(id, row.version, &entry, &update, None).await? {
+                    return Ok(view);
+                }
+                continue;
+            }
+            let blocks = self.every_block(id).await?;
+            let mut items = Vec::with_capacity(blocks.len() + 1);
+            items.push(LedgerAppend {
+                id: id.to_owned(),
+                expected_version: row.version,
+                create: None,
+                entry,
+                update,
+                state: None,
+                hold: None,
+                // Blocks created meanwhile copied the quotas before this change: start over.
+                blocks: Some(blocks.len() as i64),
+            });
+            for b in &blocks {
+                self.check_state(b).await?;
+                let bq = self.store.list_quotas(&b.id).await?;
+                let (_, entry, update) = plan(actor, b, &bq, principal, &share, &ts)
+                    .map_err(|e| match e {
+                        LedgerError::QuotaConflict(r) => {
+                            LedgerError::QuotaConflict(format!("in block {:?}: {r}", b.id))
+                        }
+                        e => e,
+                    })?;
+                items.push(LedgerAppend {
+                    id: b.id.clone(),
+                    expected_version: b.version,
+                    create: None,
+                    entry,
+                    update,
+                    state: None,
+                    hold: None,
+                    blocks: None,
                 });
             }
-            let mut after: Vec<QuotaRow> = quotas
-                .iter()
-                .filter(|q| q.principal != principal)
-                .cloned()
-                .collect();
-            after.extend(writes.iter().cloned());
-            let view = quota_view(&budget, &after, &new)?;
-            let before = old.map(|q| quota_view(&budget, &quotas, q)).transpose()?;
-            let entry = EntryRow {
-                seq: row.version + 1,
-                label: Some(principal.to_owned()),
-                budget_mu: Some(share.mu()),
-                budget_delta: Some(share.delta()),
-                idempotency_key: key.as_ref().map(|k| k.stored().to_owned()),
-                request_hash: Some(req.request_hash.clone()),
-                response: Some(serde_json::to_string(&view).map_err(internal)?),
-                principal: Some(actor.principal.name.clone()),
-                quota: Some(principal.to_owned()),
-                ..EntryRow::new("quota", ts.clone())
-            };
-            let f = filter_of(&row)?;
-            let mut update = unchanged(&row, &f, ts);
-            update.quotas = writes;
-            update.audit = Some(
-                audit::draft(actor, "quota.set", Some(id), Some(principal))
-                    .before(&before)
-                    .after(&view)
-                    .done(),
-            );
-            if self.append(id, row.version, &entry, &update, None).await? {
-                return Ok(view);
+            let result = self.store.append_many(&items, None).await;
+            for it in &items {
+                self.forget(&it.id);
+            }
+            match result {
+                Ok(()) => return Ok(view),
+                Err(StoreError::VersionConflict | StoreError::DuplicateKey) => continue,
+                Err(e) => return Err(e.into()),
             }
         }
         Err(LedgerError::Busy)
     }
+
+    /// Every block of partitioned dataset `id` (at most [`MAX_QUOTA_BLOCKS`]).
+    async fn every_block(&self, id: &str) -> Result<Vec<DatasetRow>, LedgerError> {
+        let mut blocks: Vec<DatasetRow> = Vec::new();
+        loop {
+            let after = blocks.last().map(|b| b.id.clone());
+            let page = self.store.list_blocks(id, after.as_deref(), 1000).await?;
+            let done = page.len() < 1000;
+            blocks.extend(page);
+            if blocks.len() > MAX_QUOTA_BLOCKS {
+                return Err(LedgerError::Invalid(
+                    "path.id".into(),
+                    format!(
+                        "dataset {id:?} has more than {MAX_QUOTA_BLOCKS} blocks: a quota is \
+                         written to every block in one transaction, and so many are not"
+                    ),
+                ));
+            }
+            if done {
+                return Ok(blocks);
+            }
+        }
+    }
+}
+
+/// The most blocks a quota on a partitioned dataset is written to (in one transaction).
+pub const MAX_QUOTA_BLOCKS: usize = 5000;
+
+/// One ledger's part of a quota change (the dataset's, or a block's): the checks, and the view,
+/// entry (without the request's key, hash and response) and update that make it.
+fn plan(
+    actor: &Actor,
+    row: &DatasetRow,
+    quotas: &[QuotaRow],
+    principal: &str,
+    share: &Budget,
+    ts: &str,
+) -> Result<(QuotaView, EntryRow, DatasetUpdate), LedgerError> {
+    let id = row.id.as_str();
+    let budget = budget_of(row)?;
+    let old = quotas.iter().find(|q| q.principal == principal);
+    let spent = old
+        .map(state_of)
+        .transpose()?
+        .unwrap_or_else(FilterState::empty);
+    let tol = 1.0 + super::filter::GATE_TOLERANCE;
+    if share.mu() * tol < spent.mu() || share.delta() * tol < spent.delta() {
+        return Err(LedgerError::QuotaConflict(format!(
+            "{principal:?} has spent mu {:.6} and delta {:e} of its quota already; a quota \
+             cannot be set below that",
+            spent.mu(),
+            spent.delta()
+        )));
+    }
+    let (m, d) = allocated(quotas, Some(principal));
+    let (m, d) = (
+        rounding::add_up(m, rounding::mul_up(share.mu(), share.mu())),
+        rounding::add_up(d, share.delta()),
+    );
+    let pool = unallocated_spent(row, quotas)?;
+    fits(&budget, m, d, &pool).map_err(LedgerError::QuotaConflict)?;
+    let new = QuotaRow {
+        dataset_id: id.to_owned(),
+        principal: principal.to_owned(),
+        mu: share.mu(),
+        delta: share.delta(),
+        mu_sq_spent: spent.mu_sq(),
+        delta_spent: spent.delta(),
+        units: spent.units(),
+        updated_at: ts.to_owned(),
+    };
+    let mut writes = vec![new.clone()];
+    if !quotas.iter().any(|q| q.principal == UNALLOCATED) {
+        // The first quota: everything spent so far belongs to the unallocated share.
+        writes.push(QuotaRow {
+            principal: UNALLOCATED.into(),
+            mu: 0.0,
+            delta: 0.0,
+            mu_sq_spent: pool.mu_sq(),
+            delta_spent: pool.delta(),
+            units: pool.units(),
+            ..new.clone()
+        });
+    }
+    let mut after: Vec<QuotaRow> = quotas
+        .iter()
+        .filter(|q| q.principal != principal)
+        .cloned()
+        .collect();
+    after.extend(writes.iter().cloned());
+    let view = quota_view(&budget, &after, &new)?;
+    let before = old.map(|q| quota_view(&budget, quotas, q)).transpose()?;
+    let entry = EntryRow {
+        seq: row.version + 1,
+        label: Some(principal.to_owned()),
+        budget_mu: Some(share.mu()),
+        budget_delta: Some(share.delta()),
+        principal: Some(actor.principal.name.clone()),
+        quota: Some(principal.to_owned()),
+        ..EntryRow::new("quota", ts.to_owned())
+    };
+    let f = filter_of(row)?;
+    let mut update = unchanged(row, &f, ts.to_owned());
+    update.quotas = writes;
+    update.audit = Some(
+        audit::draft(actor, "quota.set", Some(id), Some(principal))
+            .before(&before)
+            .after(&view)
+            .done(),
+    );
+    Ok((view, entry, update))
 }

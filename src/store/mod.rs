@@ -337,6 +337,12 @@ pub mod sql {
         mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, units = ?, exact_mu = ?, \
         reserved = ?, state = COALESCE(?, state), updated_at = ? WHERE id = ? AND version = ?";
     pub const DATASET_EXISTS: &str = "SELECT 1 FROM datasets WHERE id = ?";
+    /// [`super::LedgerAppend::hold`]: changes nothing, but only at the held version, and (on
+    /// PostgreSQL) locks the row until the transaction ends.
+    pub const DATASET_HOLD: &str = "UPDATE datasets SET version = version WHERE id = ? AND \
+        version = ?";
+    /// [`super::LedgerAppend::blocks`]: a partitioned dataset's blocks (see `block_id_range`).
+    pub const BLOCK_COUNT: &str = "SELECT count(*) FROM datasets WHERE id >= ? AND id < ?";
     /// A block's first row (a concurrent creator may have inserted it: then the append's
     /// compare-and-swap at version 0 decides).
     pub const DATASET_INSERT_IF_ABSENT: &str = "INSERT INTO datasets (id, description, \
@@ -1063,6 +1069,19 @@ pub fn block_id_range(parent: &str) -> (String, String) {
     (format!("{parent}@"), format!("{parent}A"))
 }
 
+/// A block [`Store::create_block`] creates.
+#[derive(Debug, Clone)]
+pub struct NewBlock<'a> {
+    pub row: &'a DatasetRow,
+    pub state: &'a [u8],
+    /// The partitioned dataset and its version when the block's budget and quotas were copied
+    /// from it (see [`LedgerAppend::hold`]).
+    pub parent: (&'a str, i64),
+    /// The block's quota rows: the dataset's quotas, nothing spent.
+    pub quotas: &'a [QuotaRow],
+    pub audit: Option<&'a AuditDraft>,
+}
+
 /// One ledger's part of [`Store::append_many`].
 #[derive(Debug, Clone)]
 pub struct LedgerAppend {
@@ -1075,6 +1094,34 @@ pub struct LedgerAppend {
     pub update: DatasetUpdate,
     /// The new composed state (ledgers with the same base share one).
     pub state: Option<std::sync::Arc<Vec<u8>>>,
+    /// A ledger this item was derived from without changing it (a new block's parent, whose
+    /// budget and quotas the block copies): its version must still be this one at commit, else
+    /// [`StoreError::VersionConflict`]. On PostgreSQL its row is locked in the same increasing id
+    /// order as the items' rows, so a write that changes the parent (a quota set on the dataset)
+    /// and one that creates a block from it are ordered, and neither deadlocks the other.
+    pub hold: Option<(String, i64)>,
+    /// For a partitioned dataset's own item: the number of its blocks must still be this one,
+    /// counted after the item's row is locked (a write that updates every block misses none
+    /// created meanwhile: those hold this row, see `hold`). Else [`StoreError::VersionConflict`].
+    pub blocks: Option<i64>,
+}
+
+/// The order in which [`Store::append_many`] takes its rows' locks: every item and every
+/// ledger an item holds ([`LedgerAppend::hold`], once each), by increasing id. `Ok(i)` is item
+/// `i`; `Err((id, version))` a hold.
+pub fn lock_order(items: &[LedgerAppend]) -> Vec<Result<usize, (String, i64)>> {
+    let mut holds: Vec<(String, i64)> = items.iter().filter_map(|i| i.hold.clone()).collect();
+    holds.sort();
+    holds.dedup();
+    let mut order: Vec<Result<usize, (String, i64)>> = (0..items.len()).map(Ok).collect();
+    order.extend(holds.into_iter().map(Err));
+    let id = |o: &Result<usize, (String, i64)>| match o {
+        Ok(i) => items[*i].id.clone(),
+        Err((h, _)) => h.clone(),
+    };
+    // Stable: a hold on an item's own id (never made) would come after it.
+    order.sort_by_key(|o| id(o));
+    order
 }
 
 /// An append queued by [`Store::append_queued`]: its seq once durable.
@@ -1093,6 +1140,11 @@ pub trait Store: Send + Sync {
         partitioning: Option<&str>,
         audit: Option<&AuditDraft>,
     ) -> Result<(), StoreError>;
+    /// Creates a block on its own (a declared named partition) with its quota rows, only while
+    /// its parent is still at the version they were copied at (else
+    /// [`StoreError::VersionConflict`]; on PostgreSQL the parent's row is locked first, as in
+    /// [`Store::append_many`]). [`StoreError::AlreadyExists`] if the block exists.
+    async fn create_block(&self, block: &NewBlock<'_>) -> Result<(), StoreError>;
     /// A dataset's partitioning as stored, read with its existence in one query: `None` when
     /// there is no such dataset, `Some(None)` when it is not partitioned.
     async fn partitioning(&self, id: &str) -> Result<Option<Option<String>>, StoreError>;

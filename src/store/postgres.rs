@@ -11,7 +11,7 @@
 use super::sql;
 use super::{
     audit_hash, migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow,
-    DatasetUpdate, EntryRow, GrantRow, LedgerAppend, QuotaRow, SharedBody, Store, StoreError,
+    DatasetUpdate, EntryRow, GrantRow, LedgerAppend, NewBlock, QuotaRow, SharedBody, Store, StoreError,
     TokenRow, UnitRow, AUDIT_GENESIS, LATEST, MIGRATIONS,
 };
 use async_trait::async_trait;
@@ -361,6 +361,20 @@ async fn insert_audit(conn: &mut sqlx::PgConnection, d: &AuditDraft) -> Result<(
     Ok(())
 }
 
+/// [`super::LedgerAppend::hold`]: the row stays at `version` (and is locked) until the commit.
+async fn hold(tx: &mut sqlx::PgConnection, id: &str, version: i64) -> Result<(), StoreError> {
+    let res = sqlx::query(&sql::numbered(sql::DATASET_HOLD))
+        .bind(id)
+        .bind(version)
+        .execute(&mut *tx)
+        .await
+        .map_err(unavailable)?;
+    if res.rows_affected() == 0 {
+        return Err(StoreError::VersionConflict);
+    }
+    Ok(())
+}
+
 async fn upsert_quota(conn: &mut sqlx::PgConnection, q: &QuotaRow) -> Result<(), sqlx::Error> {
     sqlx::query(&sql::numbered(sql::QUOTA_UPSERT))
         .bind(&q.dataset_id)
@@ -406,6 +420,24 @@ impl Store for PostgresStore {
                 .map_err(unavailable)?;
         }
         if let Some(a) = super::sealed_create_audit(row, audit) {
+            insert_audit(&mut tx, &a).await.map_err(unavailable)?;
+        }
+        tx.commit().await.map_err(unavailable)
+    }
+
+    async fn create_block(&self, b: &NewBlock<'_>) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(unavailable)?;
+        // The parent's row first: its id precedes the block's, as in `append_many`.
+        hold(&mut tx, b.parent.0, b.parent.1).await?;
+        match insert_dataset(&mut tx, sql::DATASET_INSERT, b.row, b.state).await {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
+            Err(e) => return Err(unavailable(e)),
+        }
+        for q in b.quotas {
+            upsert_quota(&mut tx, q).await.map_err(unavailable)?;
+        }
+        if let Some(a) = super::sealed_create_audit(b.row, b.audit) {
             insert_audit(&mut tx, &a).await.map_err(unavailable)?;
         }
         tx.commit().await.map_err(unavailable)
@@ -559,9 +591,17 @@ impl Store for PostgresStore {
                 .await
                 .map_err(unavailable)?;
         }
-        // In increasing id order: every row lock (and a new block's index entry) is taken in the
-        // one global order, so two multi-ledger appends never wait on each other in a cycle.
-        for it in items {
+        // In increasing id order: every row lock (and a new block's index entry), the rows
+        // items hold among them, is taken in the one global order, so two multi-ledger appends
+        // never wait on each other in a cycle.
+        for op in super::lock_order(items) {
+            let it = match op {
+                Ok(i) => &items[i],
+                Err((id, version)) => {
+                    hold(&mut tx, &id, version).await?;
+                    continue;
+                }
+            };
             if let Some((row, state)) = &it.create {
                 insert_dataset(&mut tx, sql::DATASET_INSERT_IF_ABSENT, row, state)
                     .await
@@ -576,6 +616,18 @@ impl Store for PostgresStore {
                 it.state.as_deref().map(Vec::as_slice),
             )
             .await?;
+            if let Some(n) = it.blocks {
+                let (lo, hi) = super::block_id_range(&it.id);
+                let count: i64 = sqlx::query_scalar(&sql::numbered(sql::BLOCK_COUNT))
+                    .bind(&lo)
+                    .bind(&hi)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(unavailable)?;
+                if count != n {
+                    return Err(StoreError::VersionConflict);
+                }
+            }
         }
         tx.commit().await.map_err(unavailable)
     }

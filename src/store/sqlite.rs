@@ -8,7 +8,7 @@ use super::sql;
 use super::sqlite_writer::{self as w, exec, Writer};
 use super::{
     migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow, DatasetUpdate,
-    EntryRow, GrantRow, LedgerAppend, QuotaRow, SharedBody, Store, StoreError, TokenRow, UnitRow,
+    EntryRow, GrantRow, LedgerAppend, NewBlock, QuotaRow, SharedBody, Store, StoreError, TokenRow, UnitRow,
     LATEST, MIGRATIONS,
 };
 use async_trait::async_trait;
@@ -123,20 +123,7 @@ fn append_in(
         }
     }
     for q in &u.quotas {
-        exec(
-            c,
-            sql::QUOTA_UPSERT,
-            params![
-                q.dataset_id,
-                q.principal,
-                q.mu,
-                q.delta,
-                q.mu_sq_spent,
-                q.delta_spent,
-                q.units,
-                q.updated_at
-            ],
-        )?;
+        upsert_quota(c, q)?;
     }
     if let Some(a) = u.sealed_audit(id, expected_version) {
         w::insert_audit(c, &a)?;
@@ -227,7 +214,15 @@ fn append_many_in(
     if let Some(b) = shared {
         exec(c, sql::SHARED_BODY_INSERT, params![b.digest, b.body])?;
     }
-    for it in items {
+    // One writer: the order is the one PostgreSQL takes its locks in only to keep both the same.
+    for op in super::lock_order(items) {
+        let it = match op {
+            Ok(i) => &items[i],
+            Err((id, version)) => {
+                hold(c, &id, version)?;
+                continue;
+            }
+        };
         if let Some((row, state)) = &it.create {
             insert_dataset(c, sql::DATASET_INSERT_IF_ABSENT, row, state).map_err(w::unavailable)?;
         }
@@ -239,6 +234,41 @@ fn append_many_in(
             &it.update,
             it.state.as_deref().map(Vec::as_slice),
         )?;
+        if let Some(n) = it.blocks {
+            let (lo, hi) = super::block_id_range(&it.id);
+            let count: i64 = c
+                .query_row(sql::BLOCK_COUNT, params![lo, hi], |r| r.get(0))
+                .map_err(w::unavailable)?;
+            if count != n {
+                return Err(StoreError::VersionConflict);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn upsert_quota(c: &Connection, q: &QuotaRow) -> Result<(), StoreError> {
+    exec(
+        c,
+        sql::QUOTA_UPSERT,
+        params![
+            q.dataset_id,
+            q.principal,
+            q.mu,
+            q.delta,
+            q.mu_sq_spent,
+            q.delta_spent,
+            q.units,
+            q.updated_at
+        ],
+    )
+    .map(|_| ())
+}
+
+/// [`super::LedgerAppend::hold`]: the row is still at `version`.
+fn hold(c: &Connection, id: &str, version: i64) -> Result<(), StoreError> {
+    if exec(c, sql::DATASET_HOLD, params![id, version])? == 0 {
+        return Err(StoreError::VersionConflict);
     }
     Ok(())
 }
@@ -383,6 +413,29 @@ impl Store for SqliteStore {
                 }
                 if let Some(p) = &partitioning {
                     exec(c, sql::PARTITIONING_SET, params![p, r.id])?;
+                }
+                match &audit {
+                    Some(a) => w::insert_audit(c, a),
+                    None => Ok(()),
+                }
+            })
+            .await
+    }
+
+    async fn create_block(&self, b: &NewBlock<'_>) -> Result<(), StoreError> {
+        let (r, state, quotas) = (b.row.clone(), b.state.to_vec(), b.quotas.to_vec());
+        let (parent, version) = (b.parent.0.to_owned(), b.parent.1);
+        let audit = super::sealed_create_audit(b.row, b.audit);
+        self.writer
+            .write(move |c| {
+                hold(c, &parent, version)?;
+                match insert_dataset(c, sql::DATASET_INSERT, &r, &state) {
+                    Ok(_) => {}
+                    Err(e) if w::is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
+                    Err(e) => return Err(w::unavailable(e)),
+                }
+                for q in &quotas {
+                    upsert_quota(c, q)?;
                 }
                 match &audit {
                     Some(a) => w::insert_audit(c, a),

@@ -443,8 +443,8 @@ async fn bad_partitioned_requests_name_the_field() {
         "{b}"
     );
     // Single-ledger paths that would spend or shape a partitioned dataset's budget are refused:
-    // a preview, a run, a quota (it would bind no block), a grant on a block (grants are the
-    // dataset's).
+    // a preview, a run, a quota on a block (quotas are the dataset's, in every block), a grant
+    // on a block (grants are the dataset's).
     for (method, uri, body) in [
         (
             "POST",
@@ -458,7 +458,7 @@ async fn bad_partitioned_requests_name_the_field() {
         ),
         (
             "PUT",
-            "/v1/datasets/ev/quotas/bob",
+            "/v1/datasets/ev@2026-11-01/quotas/bob",
             json!({"mu": 0.5, "delta": 0.0}),
         ),
         (

@@ -999,3 +999,256 @@ async fn a_ledger_reset_behind_the_services_back_is_refused_and_reported() {
         v.problems
     );
 }
+
+/// Row 9, quotas: a quota on a partitioned dataset is its holder's share of *every* block: the
+/// blocks that exist when it is set, the time blocks created later by their first charge, and the
+/// named partitions declared before or after it. Each block keeps its own spend per holder
+/// (GDP units in closed form). A change that one block cannot hold changes no block.
+#[tokio::test]
+async fn a_quota_on_a_partitioned_dataset_binds_every_block() {
+    let app = spawn_app().await;
+    let (s, _) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "visits", "budget": {"mu": 1.0},
+                   "partitioning": {"type": "time", "width": "day", "time_zone": "UTC"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (ana, ben) = (
+        app.bearer("ana", "analyst").await,
+        app.bearer("ben", "analyst").await,
+    );
+    let today = chrono::Utc::now().date_naive();
+    let day = |d: i64| {
+        (today + chrono::Duration::days(d))
+            .format("%Y-%m-%d")
+            .to_string()
+    };
+    let charge = |who: &str, d: i64, mu: f64| {
+        let (app, who) = (&app, who.to_owned());
+        let body = json!({"datasets": [{"id": "visits", "blocks": [day(d)]}], "event": gdp(mu)});
+        async move { as_(app, &who, "POST", "/v1/charges", Some(body), None).await }
+    };
+    // Before any quota, ana spends 0.6 of yesterday's block (the unallocated share's, later).
+    assert_eq!(charge(&ana, -1, 0.6).await.0, StatusCode::CREATED);
+    let quota = |holder: &str, mu: f64| {
+        let app = &app;
+        let uri = format!("/v1/datasets/visits/quotas/{holder}");
+        async move {
+            app.call("PUT", &uri, Some(&json!({"mu": mu, "delta": 0.0})), &[])
+                .await
+        }
+    };
+    // 0.7² + 0.6² fits 1 in yesterday's block.
+    let (s, q) = quota("ben", 0.7).await;
+    assert_eq!(s, StatusCode::OK, "{q}");
+    for d in [-1, 0] {
+        // In the block that existed, and in today's, created by this charge.
+        let (s, b) = charge(&ben, d, 0.7).await;
+        assert_eq!(s, StatusCode::CREATED, "{d}: {b}");
+        let (s, e) = charge(&ben, d, 0.05).await;
+        assert_eq!(
+            (s, e["quota"].as_str()),
+            (StatusCode::CONFLICT, Some("ben")),
+            "{d}: {e}"
+        );
+    }
+    // ana has the unallocated share of each block, √(1 − 0.49) = 0.714…, even of tomorrow's,
+    // where the block's budget has room for more.
+    let rest = (1.0f64 - 0.49).sqrt();
+    let (s, e) = charge(&ana, 1, rest + 0.001).await;
+    assert_eq!(
+        (s, e["quota"].as_str()),
+        (StatusCode::CONFLICT, Some("*")),
+        "{e}"
+    );
+    let (s, b) = charge(&ana, 1, 0.3).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(charge(&ana, 0, 0.5).await.0, StatusCode::CREATED);
+    assert_spent(
+        mu_spent(&app, &format!("visits@{}", day(0))).await,
+        &[0.7, 0.5],
+    );
+    // Each block shows its own spend per holder.
+    let (_, qs) = app
+        .get(&format!("/v1/datasets/visits@{}/quotas", day(0)))
+        .await;
+    let ben_row = qs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["principal"] == "ben")
+        .unwrap()
+        .clone();
+    assert_spent(f(&ben_row["mu_spent"]), &[0.7]);
+    assert_eq!(ben_row["units"], 1);
+
+    // Lowering ben's quota below what he spent in one block changes no block.
+    let (s, e) = quota("ben", 0.5).await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::CONFLICT, Some("quota_conflict")),
+        "{e}"
+    );
+    assert!(e["message"].as_str().unwrap().contains("in block"), "{e}");
+    let (_, parent) = app.get("/v1/datasets/visits/quotas").await;
+    assert!(parent
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|q| q["principal"] == "ben" && q["mu"] == 0.7));
+    // A block's quotas are its dataset's: none is set on a block alone.
+    let (s, e) = app
+        .call(
+            "PUT",
+            &format!("/v1/datasets/visits@{}/quotas/ben", day(0)),
+            Some(&json!({"mu": 0.1, "delta": 0.0})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+
+    // Blocks created while a quota is being set are never left without it.
+    let (s, _) = quota("cy", 0.3).await;
+    assert_eq!(s, StatusCode::OK);
+    let mut tasks = Vec::new();
+    for d in 2..12 {
+        tasks.push(charge(&ana, -d, 0.1));
+    }
+    let set = quota("dee", 0.2);
+    // Interleaved on one runtime thread: each charge reads the dataset's quotas, then awaits the
+    // store, while the quota is set between them.
+    let all = async {
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await);
+        }
+        out
+    };
+    let (results, (s, q)) = tokio::join!(all, set);
+    assert_eq!(s, StatusCode::OK, "{q}");
+    assert!(results.iter().all(|(s, _)| *s == StatusCode::CREATED));
+    for d in 2..12 {
+        let (_, qs) = app
+            .get(&format!("/v1/datasets/visits@{}/quotas", day(-d)))
+            .await;
+        let holders: Vec<&str> = qs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q["principal"].as_str().unwrap())
+            .collect();
+        assert_eq!(holders, ["*", "ben", "cy", "dee"], "day {d}");
+    }
+
+    // Named partitions: declared before the quota or after it, each holds it.
+    let (s, _) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "cohorts", "budget": {"mu": 1.0}, "partitioning": {"type": "named"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let declare = |name: &str| {
+        let (app, uri) = (&app, format!("/v1/datasets/cohorts/blocks/{name}"));
+        async move { app.call("PUT", &uri, None, &[]).await.0 }
+    };
+    assert_eq!(declare("c0").await, StatusCode::CREATED);
+    let (s, q) = app
+        .call(
+            "PUT",
+            "/v1/datasets/cohorts/quotas/ben",
+            Some(&json!({"mu": 0.5, "delta": 0.0})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{q}");
+    assert_eq!(declare("c1").await, StatusCode::CREATED);
+    for c in ["c0", "c1"] {
+        let body = json!({"datasets": [{"id": "cohorts", "blocks": [c]}], "event": gdp(0.51)});
+        let (s, e) = as_(&app, &ben, "POST", "/v1/charges", Some(body), None).await;
+        assert_eq!(
+            (s, e["quota"].as_str()),
+            (StatusCode::CONFLICT, Some("ben")),
+            "{c}: {e}"
+        );
+    }
+}
+
+/// Row 9, quotas, raced: blocks created by their first charges while quotas on their dataset are
+/// set (each from a task of its own, on several threads) all end up with every quota. A charge
+/// copies the dataset's quotas at the version it read; the store creates the block only if the
+/// dataset is still at it, and a quota change fails if a block appeared after it listed them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn blocks_created_while_quotas_change_all_hold_them() {
+    let app = std::sync::Arc::new(
+        crate::api::spawn_app_with(privacy_ledger::http::Limits {
+            rate_per_second: 1e9,
+            rate_burst: 1e9,
+            ..Default::default()
+        })
+        .await,
+    );
+    let (s, _) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "taps", "budget": {"mu": 1.0},
+                   "partitioning": {"type": "time", "width": "day", "time_zone": "UTC"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let today = chrono::Utc::now().date_naive();
+    let day = move |d: i64| {
+        (today - chrono::Duration::days(d))
+            .format("%Y-%m-%d")
+            .to_string()
+    };
+    const HOLDERS: [&str; 6] = ["h0", "h1", "h2", "h3", "h4", "h5"];
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, h) in HOLDERS.iter().enumerate() {
+        let app = app.clone();
+        tasks.spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(5 + 10 * i as u64)).await;
+            let uri = format!("/v1/datasets/taps/quotas/{h}");
+            let (s, q) = app
+                .call("PUT", &uri, Some(&json!({"mu": 0.1, "delta": 0.0})), &[])
+                .await;
+            assert_eq!(s, StatusCode::OK, "{q}");
+        });
+    }
+    for d in 1..=120 {
+        let app = app.clone();
+        tasks.spawn(async move {
+            // Subsampled: certified and composed off the async threads for a while between
+            // reading the dataset's quotas and appending (each rate its own certificate).
+            let event = json!({"type": "poisson_sampled", "sampling_rate": 0.01 + d as f64 * 1e-4,
+                               "event": {"type": "gaussian", "noise_multiplier": 5.0}});
+            let body = json!({"datasets": [{"id": "taps", "blocks": [day(d)]}], "event": event});
+            loop {
+                let (s, b) = app.post("/v1/charges", body.clone()).await;
+                if s == StatusCode::SERVICE_UNAVAILABLE && b["error"] == "overloaded" {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+                assert_eq!(s, StatusCode::CREATED, "{b}");
+                break;
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    for d in 1..=120 {
+        let (_, qs) = app
+            .get(&format!("/v1/datasets/taps@{}/quotas", day(d)))
+            .await;
+        let got: Vec<&str> = qs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q["principal"].as_str().unwrap())
+            .collect();
+        assert_eq!(got, ["*", "h0", "h1", "h2", "h3", "h4", "h5"], "day -{d}");
+    }
+}

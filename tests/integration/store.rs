@@ -2,8 +2,8 @@
 
 use privacy_ledger::app::open_store;
 use privacy_ledger::store::{
-    audit_hash, AuditDraft, AuditQuery, DatasetRow, DatasetUpdate, EntryRow, LedgerAppend,
-    QuotaRow, SharedBody, Store, StoreError, AUDIT_GENESIS,
+    audit_hash, lock_order, AuditDraft, AuditQuery, DatasetRow, DatasetUpdate, EntryRow,
+    LedgerAppend, NewBlock, QuotaRow, SharedBody, Store, StoreError, AUDIT_GENESIS,
 };
 use std::sync::Arc;
 
@@ -537,6 +537,8 @@ async fn append_many_contract(store: &dyn Store, p: &str) {
         entry: entry(Some(key)),
         update: update(version + 1, 0.1),
         state: Some(Arc::new(b"s1".to_vec())),
+        hold: None,
+        blocks: None,
     };
     let shared = SharedBody::new("{\"charge\":1}".into());
     store
@@ -606,6 +608,85 @@ async fn append_many_contract(store: &dyn Store, p: &str) {
     let listed = store.list_datasets(Some(p), 1000, None).await.unwrap();
     assert!(listed.iter().all(|r| !r.id.contains('@')));
     assert!(listed.iter().any(|r| r.id == parent));
+    holds_contract(store, &parent, &item).await;
+}
+
+/// `LedgerAppend::hold` and `blocks`, and `create_block`: a block copied from its parent is
+/// created only while the parent is at the version it was copied at, and a write to the parent
+/// and all its blocks fails when a block was created meanwhile.
+async fn holds_contract(
+    store: &dyn Store,
+    parent: &str,
+    item: &dyn Fn(&str, i64, bool, &str) -> LedgerAppend,
+) {
+    let v = store.get_dataset(parent).await.unwrap().unwrap().version;
+    let b4 = format!("{parent}@b4");
+    let held = |version: i64| LedgerAppend {
+        hold: Some((parent.to_owned(), version)),
+        ..item(&b4, 0, true, "h1")
+    };
+    assert_eq!(
+        store.append_many(&[held(v + 1)], None).await,
+        Err(StoreError::VersionConflict)
+    );
+    assert!(store.get_dataset(&b4).await.unwrap().is_none());
+    store.append_many(&[held(v)], None).await.unwrap();
+    assert_eq!(store.get_dataset(parent).await.unwrap().unwrap().version, v);
+    // The parent's own write counts its blocks (b1, b2, b4) after taking its row.
+    let counted = |n: i64| LedgerAppend {
+        blocks: Some(n),
+        ..item(parent, v, false, &format!("h-count-{n}"))
+    };
+    assert_eq!(
+        store.append_many(&[counted(2)], None).await,
+        Err(StoreError::VersionConflict)
+    );
+    assert_eq!(store.get_dataset(parent).await.unwrap().unwrap().version, v);
+    store.append_many(&[counted(3)], None).await.unwrap();
+    // A declared block: only at the parent's version, with its quota rows, once.
+    let row = dataset(&format!("{parent}@b5"));
+    let quota = QuotaRow {
+        dataset_id: row.id.clone(),
+        principal: "alice".into(),
+        mu: 0.5,
+        delta: 1e-9,
+        mu_sq_spent: 0.0,
+        delta_spent: 0.0,
+        units: 0,
+        updated_at: "2026-11-27T00:00:00Z".into(),
+    };
+    let block = |version: i64| NewBlock {
+        row: &row,
+        state: b"e",
+        parent: (parent, version),
+        quotas: std::slice::from_ref(&quota),
+        audit: None,
+    };
+    assert_eq!(
+        store.create_block(&block(v)).await,
+        Err(StoreError::VersionConflict)
+    );
+    assert!(store.get_dataset(&row.id).await.unwrap().is_none());
+    store.create_block(&block(v + 1)).await.unwrap();
+    assert_eq!(store.list_quotas(&row.id).await.unwrap(), vec![quota.clone()]);
+    assert_eq!(
+        store.create_block(&block(v + 1)).await,
+        Err(StoreError::AlreadyExists)
+    );
+    // Locks are taken by increasing id, holds among the items.
+    let order = lock_order(&[item(&format!("{parent}0"), 0, false, "x"), held(3)]);
+    let ids: Vec<String> = order
+        .iter()
+        .map(|o| match o {
+            Ok(0) => format!("{parent}0"),
+            Ok(_) => b4.clone(),
+            Err((id, _)) => id.clone(),
+        })
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids, sorted);
+    assert_eq!(order.len(), 3);
 }
 
 #[tokio::test]
