@@ -176,8 +176,14 @@ pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum AuditAction {
     /// Recompute every chain of the audit log; exit 1 and name each break if one was edited or
-    /// had records deleted. Prints each chain's head: keep them elsewhere to anchor the log.
-    Verify,
+    /// had records deleted. Prints each chain's head and one digest of them all: keep that output
+    /// elsewhere, and give it back with `--expect` to detect a rollback.
+    Verify {
+        /// The output of an earlier `audit verify` (its `head` lines): each head must still be in
+        /// the log, else the database was rolled back or a chain rewritten.
+        #[arg(long)]
+        expect: Option<std::path::PathBuf>,
+    },
     /// Print the audit log (or one dataset's records) as JSON lines, oldest first.
     Export {
         /// Only this dataset's records.
@@ -186,14 +192,54 @@ pub enum AuditAction {
     },
 }
 
+/// The `head "chain" seq hash` lines of an earlier `audit verify` (other lines are skipped).
+pub fn kept_heads(text: &str) -> Result<Vec<(String, i64, String)>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let Some(rest) = line.strip_prefix("head ") else {
+            continue;
+        };
+        let bad = || format!("line {}: not `head \"chain\" seq hash`", n + 1);
+        let mut tail = rest.rsplitn(3, ' ');
+        let (hash, seq, chain) = (tail.next(), tail.next(), tail.next());
+        let (Some(hash), Some(seq), Some(chain)) = (hash, seq, chain) else {
+            return Err(bad());
+        };
+        // Chains are dataset ids (no quotes, no escapes) or "" (the global chain).
+        let chain = chain
+            .strip_prefix('"')
+            .and_then(|c| c.strip_suffix('"'))
+            .filter(|c| !c.contains(['"', '\\']))
+            .ok_or_else(bad)?;
+        let seq: i64 = seq.parse().map_err(|_| bad())?;
+        if hash.is_empty() || !hash.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        out.push((chain.to_owned(), seq, hash.to_owned()));
+    }
+    Ok(out)
+}
+
 /// Runs an audit command against the database at `url`, printing to standard output.
 pub fn audit(url: &str, action: AuditAction) -> Result<(), String> {
     with_ledgers(url, async |ledgers| match action {
-        AuditAction::Verify => {
-            let v = ledgers.verify_audit().await.map_err(|e| e.to_string())?;
+        AuditAction::Verify { expect } => {
+            let kept = match expect {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path)
+                        .map_err(|e| format!("--expect {}: {e}", path.display()))?;
+                    kept_heads(&text).map_err(|e| format!("--expect {}: {e}", path.display()))?
+                }
+                None => Vec::new(),
+            };
+            let v = ledgers
+                .verify_audit_against(&kept)
+                .await
+                .map_err(|e| e.to_string())?;
             for (chain, seq, hash) in &v.heads {
                 println!("head {chain:?} {seq} {hash}");
             }
+            println!("heads digest {}", v.digest);
             if v.problems.is_empty() {
                 println!(
                     "audit log intact: {} records in {} chains",

@@ -26,7 +26,9 @@
 
 use super::auth::{Action, Actor};
 use super::{LedgerError, Ledgers};
-use crate::store::{audit_hash, AuditDraft, AuditQuery, AuditRecord, AUDIT_GENESIS};
+use crate::store::{
+    audit_hash, AuditDraft, AuditQuery, AuditRecord, QuotaRow, QuotaState, AUDIT_GENESIS,
+};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -127,6 +129,9 @@ pub struct Verification {
     pub records: u64,
     /// Each chain's head (chain, last seq, last hash): anchor these elsewhere.
     pub heads: Vec<(String, i64, String)>,
+    /// SHA-256 (hex) of every head, one line `chain\tseq\thash\n` each in chain order: one value
+    /// that pins the whole log's heads (the head of the heads).
+    pub digest: String,
     /// Every break found (empty: the log is intact).
     pub problems: Vec<String>,
 }
@@ -174,7 +179,20 @@ impl Ledgers {
 
     /// Recomputes every chain of the audit log (see the module docs).
     pub async fn verify_audit(&self) -> Result<Verification, LedgerError> {
-        let heads = self.store.audit_heads().await?;
+        self.verify_audit_against(&[]).await
+    }
+
+    /// [`Ledgers::verify_audit`], and each head in `kept` (chain, seq, hash: printed by an
+    /// earlier verification and kept outside the database) still in the log: its chain reaches
+    /// that record and the record has that hash. A database restored from an older copy, or a
+    /// chain rewritten and its head rewritten to match, is consistent in itself; only a head
+    /// kept elsewhere shows it.
+    pub async fn verify_audit_against(
+        &self,
+        kept: &[(String, i64, String)],
+    ) -> Result<Verification, LedgerError> {
+        let mut heads = self.store.audit_heads().await?;
+        heads.sort();
         let mut problems = Vec::new();
         let mut records = 0u64;
         for (chain, head_seq, head_hash) in &heads {
@@ -226,6 +244,8 @@ impl Ledgers {
                         )),
                     },
                 }
+                let stored = self.store.list_quotas(chain).await?;
+                states.compare_quotas(chain, &stored, &mut problems);
             }
             if *head_seq < 0 {
                 problems.push(format!(
@@ -244,10 +264,45 @@ impl Ledgers {
                  it had was recorded there)"
             ));
         }
+        for (chain, seq, hash) in kept {
+            let now = heads.iter().find(|h| &h.0 == chain);
+            match now {
+                None => problems.push(format!(
+                    "chain {chain:?}: kept at record {seq}, and gone from the log (deleted)"
+                )),
+                Some((_, head_seq, _)) if head_seq < seq => problems.push(format!(
+                    "chain {chain:?}: kept at record {seq}, but the log ends at record \
+                     {head_seq} (rolled back: restored from an older copy, or its last records \
+                     deleted with the head)"
+                )),
+                Some(_) => {
+                    let r = self.store.audit_chain(chain, seq - 1, 1).await?;
+                    match r.first() {
+                        Some(r) if r.seq == *seq && &r.hash == hash => {}
+                        _ => problems.push(format!(
+                            "chain {chain:?}: record {seq} is not the one kept (hash {hash}): \
+                             the chain was rewritten at or before it"
+                        )),
+                    }
+                }
+            }
+        }
+        let digest = {
+            use sha2::{Digest, Sha256};
+            let mut h = Sha256::new();
+            for (chain, seq, hash) in &heads {
+                h.update(format!("{chain}\t{seq}\t{hash}\n"));
+            }
+            h.finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
         Ok(Verification {
             chains: heads.len(),
             records,
             heads,
+            digest,
             problems,
         })
     }
@@ -262,17 +317,135 @@ const SUM_SLACK: f64 = 1e-12;
 #[derive(Default)]
 struct StateWalk {
     last: Option<crate::store::LedgerState>,
+    /// Each quota row as last stated.
+    quotas: std::collections::BTreeMap<String, QuotaState>,
+    /// Whether the chain's first stated state had its quota rows (every ledger created since
+    /// records held them): then every stored row must be one the log stated. Older chains are
+    /// checked for the rows they stated since.
+    complete: Option<bool>,
 }
 
 impl StateWalk {
+    /// The stored quota rows of the chain's ledger against the rows its log last stated.
+    fn compare_quotas(&self, chain: &str, stored: &[QuotaRow], problems: &mut Vec<String>) {
+        for q in stored {
+            match self.quotas.get(&q.principal) {
+                Some(stated) if *stated == QuotaState::of_row(q) => {}
+                Some(stated) => problems.push(format!(
+                    "dataset {chain:?}: its stored quota {:?} {:?} is not the one its audit log \
+                     last recorded {stated:?} (changed outside the service)",
+                    q.principal,
+                    QuotaState::of_row(q)
+                )),
+                None if self.complete == Some(true) => problems.push(format!(
+                    "dataset {chain:?}: its quota {:?} was never recorded in its audit log \
+                     (inserted outside the service)",
+                    q.principal
+                )),
+                None => {}
+            }
+        }
+        for p in self.quotas.keys() {
+            if !stored.iter().any(|q| &q.principal == p) {
+                problems.push(format!(
+                    "dataset {chain:?}: its quota {p:?} is in its audit log but not stored \
+                     (deleted outside the service)"
+                ));
+            }
+        }
+    }
+
+    /// The quota rows record `r` states, against the rows before it: a unit admitted or reserved
+    /// moves exactly one share (the one that paid) by at least its certificate, and no share's
+    /// spend passes its quota.
+    fn check_quotas(
+        &mut self,
+        at: &str,
+        r: &AuditRecord,
+        unit: Option<(f64, f64)>,
+        problems: &mut Vec<String>,
+    ) {
+        use crate::accountant::rounding::{add_up, mul_up};
+        let rows = QuotaState::of_audit(&r.draft);
+        if self.complete.is_none() {
+            self.complete = Some(rows.is_some());
+        }
+        let Some(rows) = rows else {
+            return;
+        };
+        let mut paid = 0;
+        for q in rows {
+            let before = self.quotas.get(&q.principal);
+            let (b_sq, b_d, b_units) =
+                before.map_or((0.0, 0.0, 0), |b| (b.mu_sq_spent, b.delta_spent, b.units));
+            if let Some((mu, delta)) = unit {
+                if q.units == b_units + 1 {
+                    paid += 1;
+                    let (sq, d) = (add_up(b_sq, mul_up(mu, mu)), add_up(b_d, delta));
+                    if q.mu_sq_spent < sq * (1.0 - SUM_SLACK)
+                        || q.delta_spent < d * (1.0 - SUM_SLACK)
+                    {
+                        problems.push(format!(
+                            "{at}: quota {:?} states spend ({}, {}) below the previous plus the \
+                             unit ({sq}, {d})",
+                            q.principal, q.mu_sq_spent, q.delta_spent
+                        ));
+                    }
+                } else if q.units != b_units || q.mu_sq_spent != b_sq || q.delta_spent != b_d {
+                    problems.push(format!(
+                        "{at}: quota {:?} changed its spend without paying the unit",
+                        q.principal
+                    ));
+                }
+            }
+            let tol = 1.0 + super::filter::GATE_TOLERANCE;
+            if q.principal != super::quotas::UNALLOCATED
+                && (q.mu_sq_spent.sqrt() > q.mu * tol || q.delta_spent > q.delta * tol)
+            {
+                problems.push(format!(
+                    "{at}: quota {:?} states spend (mu {}, delta {}) past the quota (mu {}, delta \
+                     {})",
+                    q.principal,
+                    q.mu_sq_spent.sqrt(),
+                    q.delta_spent,
+                    q.mu,
+                    q.delta
+                ));
+            }
+            self.quotas.insert(q.principal.clone(), q);
+        }
+        if unit.is_some() && paid > 1 {
+            problems.push(format!("{at}: one unit paid by {paid} quotas"));
+        }
+    }
+
     /// Checks record `r` against the state before it, and moves on.
     fn check(&mut self, chain: &str, r: &AuditRecord, problems: &mut Vec<String>) {
         use crate::accountant::rounding::{add_up, mul_up};
         let Some(now) = crate::store::LedgerState::of_audit(&r.draft) else {
             return;
         };
+        let at = format!("chain {chain:?} record {}", r.seq);
+        // Admitted or reserved units add their certificate (a single ledger's record holds it
+        // under `charge.unit`, a multi-ledger charge's under `unit`).
+        let unit = if matches!(r.draft.action.as_str(), "unit.admitted" | "unit.reserved") {
+            let after: Option<Value> = r
+                .draft
+                .after
+                .as_deref()
+                .and_then(|a| serde_json::from_str(a).ok());
+            after.as_ref().and_then(|a| {
+                let u = a
+                    .get("charge")
+                    .and_then(|c| c.get("unit"))
+                    .or(a.get("unit"))?;
+                Some((u.get("mu")?.as_f64()?, u.get("delta")?.as_f64()?))
+            })
+        } else {
+            None
+        };
+        self.check_quotas(&at, r, unit, problems);
         if let Some(before) = self.last {
-            let at = format!("chain {chain:?} record {}", r.seq);
             if now.version != before.version + 1 {
                 problems.push(format!(
                     "{at}: states version {} after {} (a change without its record)",
@@ -282,21 +455,7 @@ impl StateWalk {
             if now.mu_max < before.mu_max || now.delta_max < before.delta_max {
                 problems.push(format!("{at}: the budget's high-water mark moved down"));
             }
-            // Admitted or reserved units add their certificate (a single ledger's record holds
-            // it under `charge.unit`, a multi-ledger charge's under `unit`).
-            if matches!(r.draft.action.as_str(), "unit.admitted" | "unit.reserved") {
-                let after: Option<Value> = r
-                    .draft
-                    .after
-                    .as_deref()
-                    .and_then(|a| serde_json::from_str(a).ok());
-                let unit = after.as_ref().and_then(|a| {
-                    let u = a
-                        .get("charge")
-                        .and_then(|c| c.get("unit"))
-                        .or(a.get("unit"))?;
-                    Some((u.get("mu")?.as_f64()?, u.get("delta")?.as_f64()?))
-                });
+            {
                 if let Some((mu, delta)) = unit {
                     let mu_sq = add_up(before.mu_sq_spent, mul_up(mu, mu));
                     let d = add_up(before.delta_spent, delta);

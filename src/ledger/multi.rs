@@ -775,14 +775,17 @@ impl Ledgers {
             if let Some(d) = &description {
                 row.description = d.clone();
             }
-            // Its declaration is on the dataset's chain; its own chain starts with its first
-            // charge.
-            row.states_from = Some(1);
+            // Its declaration is on the dataset's chain; its own chain starts with its state
+            // and quota rows at version 0.
+            row.states_from = Some(0);
             let quotas =
                 quotas::for_new_block(&self.store.list_quotas(id).await?, &row.id, &row.created_at);
             let state = Composition::new(relation_of(&row)?, grid_step_of(&row)?).to_bytes();
             let audit = audit::draft(actor, "block.declared", Some(id), Some(&row.id))
                 .after(&serde_json::json!({"block": name, "description": row.description}))
+                .done();
+            let record = audit::draft(actor, "block.created", Some(&row.id), Some(&row.id))
+                .after(&serde_json::json!({"dataset": id, "block": name}))
                 .done();
             let block = crate::store::NewBlock {
                 row: &row,
@@ -790,6 +793,7 @@ impl Ledgers {
                 parent: (id, parent.version),
                 quotas: &quotas,
                 audit: Some(&audit),
+                record: Some(&record),
             };
             match self.store.create_block(&block).await {
                 Ok(()) => created = Some(true),

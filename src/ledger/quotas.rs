@@ -321,8 +321,8 @@ impl Ledgers {
             for b in &blocks {
                 self.check_state(b).await?;
                 let bq = self.store.list_quotas(&b.id).await?;
-                let (_, entry, update) = plan(actor, b, &bq, principal, &share, &ts)
-                    .map_err(|e| match e {
+                let (_, entry, update) =
+                    plan(actor, b, &bq, principal, &share, &ts).map_err(|e| match e {
                         LedgerError::QuotaConflict(r) => {
                             LedgerError::QuotaConflict(format!("in block {:?}: {r}", b.id))
                         }

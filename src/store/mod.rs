@@ -863,6 +863,42 @@ pub struct LedgerState {
 /// The key of an audit record's `after` value that holds the [`LedgerState`] after the change.
 pub const STATE_KEY: &str = "ledger";
 
+/// The key of an audit record's `after` value that holds the quota rows the change wrote (with
+/// the [`LedgerState`]; every such record has it, possibly empty, and a ledger's first record has
+/// all its rows), so `audit verify` can recompute each share's spend and compare the rows.
+pub const QUOTAS_KEY: &str = "quota_rows";
+
+/// A quota row as an audit record states it (under [`QUOTAS_KEY`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct QuotaState {
+    pub principal: String,
+    pub mu: f64,
+    pub delta: f64,
+    pub mu_sq_spent: f64,
+    pub delta_spent: f64,
+    pub units: i64,
+}
+
+impl QuotaState {
+    pub fn of_row(q: &QuotaRow) -> Self {
+        QuotaState {
+            principal: q.principal.clone(),
+            mu: q.mu,
+            delta: q.delta,
+            mu_sq_spent: q.mu_sq_spent,
+            delta_spent: q.delta_spent,
+            units: q.units,
+        }
+    }
+
+    /// The quota rows an audit record states: `None` when it states none (written before
+    /// records held them).
+    pub fn of_audit(d: &AuditDraft) -> Option<Vec<Self>> {
+        let after: serde_json::Value = serde_json::from_str(d.after.as_deref()?).ok()?;
+        serde_json::from_value(after.get(QUOTAS_KEY)?.clone()).ok()
+    }
+}
+
 impl LedgerState {
     /// The state of `row` (`None` for a row not yet converted to the filter).
     pub fn of_row(row: &DatasetRow) -> Option<Self> {
@@ -884,8 +920,9 @@ impl LedgerState {
         serde_json::from_value(after.get(STATE_KEY)?.clone()).ok()
     }
 
-    /// `draft` with this state added to its `after` value (an object, or none).
-    pub fn seal(&self, mut draft: AuditDraft) -> AuditDraft {
+    /// `draft` with this state and the quota rows written with it added to its `after` value
+    /// (an object, or none).
+    pub fn seal(&self, mut draft: AuditDraft, quotas: &[QuotaRow]) -> AuditDraft {
         let mut after = match draft.after.as_deref().map(serde_json::from_str) {
             None => serde_json::Value::Object(Default::default()),
             Some(Ok(v @ serde_json::Value::Object(_))) => v,
@@ -893,6 +930,8 @@ impl LedgerState {
             Some(_) => return draft,
         };
         after[STATE_KEY] = serde_json::to_value(self).expect("a state serialises");
+        let rows: Vec<QuotaState> = quotas.iter().map(QuotaState::of_row).collect();
+        after[QUOTAS_KEY] = serde_json::to_value(rows).expect("quota rows serialise");
         draft.after = Some(after.to_string());
         draft
     }
@@ -916,15 +955,20 @@ impl DatasetUpdate {
             mu_max: self.mu_max,
             delta_max: self.delta_max,
         };
-        Some(state.seal(a))
+        Some(state.seal(a, &self.quotas))
     }
 }
 
-/// The audit record of a new dataset with its (empty) state, when the record is on its chain.
-pub fn sealed_create_audit(row: &DatasetRow, audit: Option<&AuditDraft>) -> Option<AuditDraft> {
+/// The audit record of a new dataset with its (empty) state and its quota rows, when the record
+/// is on its chain.
+pub fn sealed_create_audit(
+    row: &DatasetRow,
+    audit: Option<&AuditDraft>,
+    quotas: &[QuotaRow],
+) -> Option<AuditDraft> {
     let a = audit?.clone();
     match LedgerState::of_row(row) {
-        Some(s) if a.chain == row.id => Some(s.seal(a)),
+        Some(s) if a.chain == row.id => Some(s.seal(a, quotas)),
         _ => Some(a),
     }
 }
@@ -1079,7 +1123,10 @@ pub struct NewBlock<'a> {
     pub parent: (&'a str, i64),
     /// The block's quota rows: the dataset's quotas, nothing spent.
     pub quotas: &'a [QuotaRow],
+    /// The record on the dataset's chain (who declared the block).
     pub audit: Option<&'a AuditDraft>,
+    /// The first record of the block's own chain, sealed with its state and quota rows.
+    pub record: Option<&'a AuditDraft>,
 }
 
 /// One ledger's part of [`Store::append_many`].

@@ -11,8 +11,8 @@
 use super::sql;
 use super::{
     audit_hash, migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow,
-    DatasetUpdate, EntryRow, GrantRow, LedgerAppend, NewBlock, QuotaRow, SharedBody, Store, StoreError,
-    TokenRow, UnitRow, AUDIT_GENESIS, LATEST, MIGRATIONS,
+    DatasetUpdate, EntryRow, GrantRow, LedgerAppend, NewBlock, QuotaRow, SharedBody, Store,
+    StoreError, TokenRow, UnitRow, AUDIT_GENESIS, LATEST, MIGRATIONS,
 };
 use async_trait::async_trait;
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
@@ -419,7 +419,7 @@ impl Store for PostgresStore {
                 .await
                 .map_err(unavailable)?;
         }
-        if let Some(a) = super::sealed_create_audit(row, audit) {
+        if let Some(a) = super::sealed_create_audit(row, audit, &[]) {
             insert_audit(&mut tx, &a).await.map_err(unavailable)?;
         }
         tx.commit().await.map_err(unavailable)
@@ -437,7 +437,11 @@ impl Store for PostgresStore {
         for q in b.quotas {
             upsert_quota(&mut tx, q).await.map_err(unavailable)?;
         }
-        if let Some(a) = super::sealed_create_audit(b.row, b.audit) {
+        // The dataset's chain, then the block's (its head's id follows).
+        if let Some(a) = b.audit {
+            insert_audit(&mut tx, a).await.map_err(unavailable)?;
+        }
+        if let Some(a) = super::sealed_create_audit(b.row, b.record, b.quotas) {
             insert_audit(&mut tx, &a).await.map_err(unavailable)?;
         }
         tx.commit().await.map_err(unavailable)

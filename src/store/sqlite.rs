@@ -8,8 +8,8 @@ use super::sql;
 use super::sqlite_writer::{self as w, exec, Writer};
 use super::{
     migration_sql, AuditDraft, AuditQuery, AuditRecord, Conversion, DatasetRow, DatasetUpdate,
-    EntryRow, GrantRow, LedgerAppend, NewBlock, QuotaRow, SharedBody, Store, StoreError, TokenRow, UnitRow,
-    LATEST, MIGRATIONS,
+    EntryRow, GrantRow, LedgerAppend, NewBlock, QuotaRow, SharedBody, Store, StoreError, TokenRow,
+    UnitRow, LATEST, MIGRATIONS,
 };
 use async_trait::async_trait;
 use rusqlite::{params, Connection};
@@ -402,7 +402,7 @@ impl Store for SqliteStore {
         audit: Option<&AuditDraft>,
     ) -> Result<(), StoreError> {
         let (r, state) = (row.clone(), state.to_vec());
-        let audit = super::sealed_create_audit(row, audit);
+        let audit = super::sealed_create_audit(row, audit, &[]);
         let partitioning = partitioning.map(str::to_owned);
         self.writer
             .write(move |c| {
@@ -425,7 +425,8 @@ impl Store for SqliteStore {
     async fn create_block(&self, b: &NewBlock<'_>) -> Result<(), StoreError> {
         let (r, state, quotas) = (b.row.clone(), b.state.to_vec(), b.quotas.to_vec());
         let (parent, version) = (b.parent.0.to_owned(), b.parent.1);
-        let audit = super::sealed_create_audit(b.row, b.audit);
+        let audit = b.audit.cloned();
+        let record = super::sealed_create_audit(b.row, b.record, b.quotas);
         self.writer
             .write(move |c| {
                 hold(c, &parent, version)?;
@@ -437,10 +438,10 @@ impl Store for SqliteStore {
                 for q in &quotas {
                     upsert_quota(c, q)?;
                 }
-                match &audit {
-                    Some(a) => w::insert_audit(c, a),
-                    None => Ok(()),
+                for a in audit.iter().chain(record.iter()) {
+                    w::insert_audit(c, a)?;
                 }
+                Ok(())
             })
             .await
     }

@@ -6,7 +6,7 @@ use privacy_ledger::app::open_store;
 use privacy_ledger::http::Limits;
 use serde_json::{json, Value};
 
-async fn sqlite_app(tag: &str) -> (TestApp, String) {
+pub async fn sqlite_app(tag: &str) -> (TestApp, String) {
     let dir = temp_dir(tag);
     let url = format!("sqlite://{}", dir.join("l.db").display());
     let app = TestApp::over_store(open_store(&url).await.unwrap(), Limits::default(), dir).await;

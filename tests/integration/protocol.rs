@@ -1252,3 +1252,176 @@ async fn blocks_created_while_quotas_change_all_hold_them() {
         assert_eq!(got, ["*", "h0", "h1", "h2", "h3", "h4", "h5"], "day -{d}");
     }
 }
+
+/// Row 13 / item 6, rollback: a chain cut back to an earlier record with its head rewritten to
+/// match is consistent in itself, so `audit verify` alone passes; against the heads printed by an
+/// earlier `audit verify` and kept elsewhere (`--expect`), it is reported. So is a kept record
+/// whose hash the log no longer has (a chain rewritten). The output pins all heads in one digest.
+#[tokio::test]
+async fn a_rolled_back_log_is_seen_against_heads_kept_elsewhere() {
+    let (app, url) = crate::access::sqlite_app("rollback").await;
+    app.dataset("loans", 2.0).await;
+    let bin = env!("CARGO_BIN_EXE_privacy-ledger");
+    let verify = |expect: Option<&std::path::Path>| {
+        let mut args = vec!["audit", "verify", "--database-url", &url];
+        if let Some(p) = expect {
+            args.extend(["--expect", p.to_str().unwrap()]);
+        }
+        let out = std::process::Command::new(bin)
+            .args(&args)
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8(out.stdout).unwrap())
+    };
+    let global_head = |out: &str| -> (i64, String) {
+        let line = out.lines().find(|l| l.starts_with("head \"\" ")).unwrap();
+        let parts: Vec<&str> = line.split(' ').collect();
+        (parts[2].parse().unwrap(), parts[3].to_owned())
+    };
+    let (ok, early) = verify(None);
+    assert!(ok, "{early}");
+    assert!(early.contains("heads digest "), "{early}");
+    // More tokens (each recorded on the global chain), then the heads are kept elsewhere.
+    app.bearer("pia", "analyst").await;
+    app.bearer("raj", "analyst").await;
+    let (ok, late) = verify(None);
+    assert!(ok, "{late}");
+    let kept = std::env::temp_dir().join(format!("kept-{}.txt", uuid::Uuid::new_v4()));
+    std::fs::write(&kept, &late).unwrap();
+    assert!(verify(Some(&kept)).0, "the log only grew since");
+
+    // Roll the global chain back to the early head, consistently: records and head.
+    let (seq, hash) = global_head(&early);
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query("DELETE FROM audit WHERE chain = '' AND seq > ?")
+        .bind(seq)
+        .execute(&raw)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE audit_heads SET seq = ?, hash = ? WHERE chain = ''")
+        .bind(seq)
+        .bind(&hash)
+        .execute(&raw)
+        .await
+        .unwrap();
+    let (ok, out) = verify(None);
+    assert!(ok, "consistent in itself: {out}");
+    let (ok, out) = verify(Some(&kept));
+    assert!(!ok);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("BROKEN") && l.contains("rolled back")),
+        "{out}"
+    );
+    // A kept record the log no longer has: the chain was rewritten.
+    let loans = late
+        .lines()
+        .find(|l| l.starts_with("head \"loans\" "))
+        .unwrap();
+    let forged = loans.rsplit_once(' ').unwrap().0.to_owned() + " " + &"ab".repeat(32);
+    std::fs::write(&kept, format!("{forged}\n")).unwrap();
+    let (ok, out) = verify(Some(&kept));
+    assert!(!ok);
+    assert!(out.contains("rewritten"), "{out}");
+    let _ = std::fs::remove_file(&kept);
+}
+
+/// Item 6, quota shares: every ledger's audit log states the quota rows each change wrote (a
+/// ledger's first record all of them), so `audit verify` recomputes each share's spend unit by
+/// unit and compares the stored rows: intact after quotas on a plain dataset, a partitioned one,
+/// a declared partition and a time block; a share's spend reset, a row deleted and a row
+/// inserted outside the service are each reported.
+#[tokio::test]
+async fn audit_verify_recomputes_quota_shares_and_sees_them_changed() {
+    let (app, url) = crate::access::sqlite_app("quota-audit").await;
+    app.dataset("wages", 1.0).await;
+    let (s, q) = app
+        .call(
+            "PUT",
+            "/v1/datasets/wages/quotas/lea",
+            Some(&json!({"mu": 0.5, "delta": 0.0})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{q}");
+    let lea = app.bearer("lea", "analyst").await;
+    for mu in [0.3, 0.4] {
+        let (s, b) = as_(
+            &app,
+            &lea,
+            "POST",
+            "/v1/datasets/wages/charges",
+            Some(json!({"event": gdp(mu)})),
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+    }
+    // A partitioned dataset: a declared partition and a time block, both holding the quota.
+    for (id, parts) in [
+        ("teams", json!({"type": "named"})),
+        (
+            "shifts",
+            json!({"type": "time", "width": "day", "time_zone": "UTC"}),
+        ),
+    ] {
+        let (s, _) = app
+            .post(
+                "/v1/datasets",
+                json!({"id": id, "budget": {"mu": 1.0}, "partitioning": parts}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED);
+        let (s, _) = app
+            .call(
+                "PUT",
+                &format!("/v1/datasets/{id}/quotas/lea"),
+                Some(&json!({"mu": 0.5, "delta": 0.0})),
+                &[],
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK);
+    }
+    assert_eq!(
+        app.call("PUT", "/v1/datasets/teams/blocks/t1", None, &[])
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    for (id, block) in [("teams", "t1".to_owned()), ("shifts", today)] {
+        let body = json!({"datasets": [{"id": id, "blocks": [block]}], "event": gdp(0.2)});
+        let (s, b) = as_(&app, &lea, "POST", "/v1/charges", Some(body), None).await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+    }
+    let ledgers =
+        privacy_ledger::ledger::Ledgers::new(privacy_ledger::app::open_store(&url).await.unwrap());
+    let v = ledgers.verify_audit().await.unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let exec = |q: &'static str| {
+        let raw = raw.clone();
+        async move { sqlx::query(q).execute(&raw).await.unwrap() }
+    };
+    let reported = |needle: &'static str| {
+        let ledgers = &ledgers;
+        async move {
+            let v = ledgers.verify_audit().await.unwrap();
+            assert!(
+                v.problems.iter().any(|p| p.contains(needle)),
+                "{needle}: {:?}",
+                v.problems
+            );
+        }
+    };
+    // lea's spend on wages reset, so she could spend her share again.
+    exec("UPDATE quotas SET mu_sq_spent = 0, units = 0 WHERE dataset_id = 'wages' AND principal = 'lea'").await;
+    reported("stored quota \"lea\"").await;
+    // A block's quota row deleted, so lea spends from the unallocated share there.
+    exec("DELETE FROM quotas WHERE dataset_id LIKE 'teams@%' AND principal = 'lea'").await;
+    reported("not stored").await;
+    // A share inserted outside the service.
+    exec("INSERT INTO quotas (dataset_id, principal, mu, delta, mu_sq_spent, delta_spent, units, updated_at) VALUES ('shifts', 'mallory', 0.9, 0, 0, 0, 0, '2026-11-27T00:00:00Z')").await;
+    reported("never recorded").await;
+}

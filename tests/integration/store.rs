@@ -661,6 +661,7 @@ async fn holds_contract(
         parent: (parent, version),
         quotas: std::slice::from_ref(&quota),
         audit: None,
+        record: None,
     };
     assert_eq!(
         store.create_block(&block(v)).await,
@@ -668,7 +669,10 @@ async fn holds_contract(
     );
     assert!(store.get_dataset(&row.id).await.unwrap().is_none());
     store.create_block(&block(v + 1)).await.unwrap();
-    assert_eq!(store.list_quotas(&row.id).await.unwrap(), vec![quota.clone()]);
+    assert_eq!(
+        store.list_quotas(&row.id).await.unwrap(),
+        vec![quota.clone()]
+    );
     assert_eq!(
         store.create_block(&block(v + 1)).await,
         Err(StoreError::AlreadyExists)
