@@ -1425,3 +1425,50 @@ async fn audit_verify_recomputes_quota_shares_and_sees_them_changed() {
     exec("INSERT INTO quotas (dataset_id, principal, mu, delta, mu_sq_spent, delta_spent, units, updated_at) VALUES ('shifts', 'mallory', 0.9, 0, 0, 0, 0, '2026-11-27T00:00:00Z')").await;
     reported("never recorded").await;
 }
+
+/// Row 8, aliases left from before declarations: an admin retires one by lowering its budget below
+/// what it spent (audited, as any budget change): no further unit fits, however small, and the
+/// block still states the budget it had (its high-water mark).
+#[tokio::test]
+async fn an_alias_is_retired_by_lowering_its_budget_below_its_spend() {
+    let app = spawn_app().await;
+    let (s, _) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "members2", "budget": {"mu": 1.0}, "partitioning": {"type": "named"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(
+        app.call("PUT", "/v1/datasets/members2/blocks/ids-000-999", None, &[])
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    let charge = |mu: f64| {
+        let body = json!({"datasets": [{"id": "members2", "blocks": ["ids-000-999"]}],
+                          "event": gdp(mu)});
+        let app = &app;
+        async move { app.post("/v1/charges", body).await }
+    };
+    assert_eq!(charge(0.5).await.0, StatusCode::CREATED);
+    let (s, b) = app
+        .call(
+            "PATCH",
+            "/v1/datasets/members2@ids-000-999",
+            Some(&json!({"budget": {"mu": 0.25}})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, e) = charge(1e-9).await;
+    assert_eq!(
+        (s, e["error"].as_str()),
+        (StatusCode::CONFLICT, Some("budget_exceeded")),
+        "{e}"
+    );
+    let (_, d) = app.get("/v1/datasets/members2@ids-000-999").await;
+    // The statement is the high-water mark (with the gate's tolerance, rounded up), not 0.25.
+    assert!(f(&d["statement"]["mu"]) >= 1.0, "{d}");
+    assert_eq!(d["remaining_mu"], 0.0, "{d}");
+}
