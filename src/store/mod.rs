@@ -341,8 +341,19 @@ pub mod sql {
     /// PostgreSQL) locks the row until the transaction ends.
     pub const DATASET_HOLD: &str = "UPDATE datasets SET version = version WHERE id = ? AND \
         version = ?";
-    /// [`super::LedgerAppend::blocks`]: a partitioned dataset's blocks (see `block_id_range`).
-    pub const BLOCK_COUNT: &str = "SELECT count(*) FROM datasets WHERE id >= ? AND id < ?";
+    /// [`super::LedgerAppend::blocks`]: a partitioned dataset's blocks (see `block_id_range`),
+    /// compared byte by byte as [`BLOCK_LIST`] does (PostgreSQL: [`block_count_sql`]); under a
+    /// linguistic collation the range would hold other datasets and miss some blocks.
+    pub const BLOCK_COUNT: &str = "SELECT count(*) FROM datasets WHERE id COLLATE BINARY >= ? \
+        AND id COLLATE BINARY < ?";
+
+    pub fn block_count_sql(postgres: bool) -> String {
+        if postgres {
+            numbered(&BLOCK_COUNT.replace("COLLATE BINARY", "COLLATE \"C\""))
+        } else {
+            BLOCK_COUNT.to_owned()
+        }
+    }
     /// A block's first row (a concurrent creator may have inserted it: then the append's
     /// compare-and-swap at version 0 decides).
     pub const DATASET_INSERT_IF_ABSENT: &str = "INSERT INTO datasets (id, description, \

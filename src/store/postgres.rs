@@ -622,7 +622,7 @@ impl Store for PostgresStore {
             .await?;
             if let Some(n) = it.blocks {
                 let (lo, hi) = super::block_id_range(&it.id);
-                let count: i64 = sqlx::query_scalar(&sql::numbered(sql::BLOCK_COUNT))
+                let count: i64 = sqlx::query_scalar(&sql::block_count_sql(true))
                     .bind(&lo)
                     .bind(&hi)
                     .fetch_one(&mut *tx)
