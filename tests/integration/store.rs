@@ -1066,3 +1066,74 @@ async fn a_postgres_ledger_of_the_previous_schema_is_upgraded() {
         .execute(&mut admin)
         .await;
 }
+
+/// A PostgreSQL database whose default collation is linguistic (ICU en-US), where `visits2`
+/// sorts between `visits@` and `visitsA`: a partitioned dataset's blocks are still exactly its
+/// blocks, listed and counted (`LedgerAppend::blocks`) byte by byte, so a quota change is not
+/// fooled by another dataset into missing a block created meanwhile.
+#[tokio::test]
+async fn blocks_are_counted_byte_by_byte_under_a_linguistic_collation() {
+    let Some(url) = postgres_url() else {
+        eprintln!("skipped: set TEST_DATABASE_URL to run the PostgreSQL collation check");
+        return;
+    };
+    let name = format!("pl_icu_{}", uuid::Uuid::new_v4().simple());
+    let admin = sqlx::PgPool::connect(&url).await.unwrap();
+    // Left by an earlier run that failed before its clean-up (only this test makes them).
+    let old: Vec<String> =
+        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'pl\\_icu\\_%'")
+            .fetch_all(&admin)
+            .await
+            .unwrap();
+    for db in old {
+        let _ = sqlx::query(&format!("DROP DATABASE {db} WITH (FORCE)"))
+            .execute(&admin)
+            .await;
+    }
+    let created = sqlx::query(&format!(
+        "CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' \
+         LOCALE 'C.UTF-8'"
+    ))
+    .execute(&admin)
+    .await;
+    if let Err(e) = created {
+        eprintln!("skipped: this PostgreSQL cannot make an ICU database ({e})");
+        return;
+    }
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let store = open_store(&format!("{base}/{name}")).await.unwrap();
+    for id in ["visits", "visits2"] {
+        store
+            .create_dataset(&dataset(id), b"e", None, None)
+            .await
+            .unwrap();
+    }
+    let block = LedgerAppend {
+        id: "visits@b1".into(),
+        expected_version: 0,
+        create: Some((dataset("visits@b1"), Arc::new(b"e".to_vec()))),
+        entry: entry(Some("k1")),
+        update: update(1, 0.1),
+        state: None,
+        hold: Some(("visits".into(), 0)),
+        blocks: None,
+    };
+    store.append_many(&[block], None).await.unwrap();
+    let listed = store.list_blocks("visits", None, 10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let parent = LedgerAppend {
+        id: "visits".into(),
+        expected_version: 0,
+        create: None,
+        entry: entry(Some("k2")),
+        update: update(1, 0.1),
+        state: None,
+        hold: None,
+        blocks: Some(1),
+    };
+    assert_eq!(store.append_many(&[parent], None).await, Ok(()));
+    drop(store);
+    let _ = sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .execute(&admin)
+        .await;
+}
