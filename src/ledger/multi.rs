@@ -395,17 +395,14 @@ impl Ledgers {
                     (r, quotas, None)
                 }
                 (None, Some(name)) if spec.creatable => {
-                    let (parent, parent_quotas) = match parents.get(&spec.dataset) {
-                        Some(p) => p.clone(),
-                        None => {
-                            let parent = self.row(&spec.dataset).await?;
-                            let q = self.store.list_quotas(&spec.dataset).await?;
-                            parents.insert(spec.dataset.clone(), (parent.clone(), q.clone()));
-                            (parent, q)
-                        }
-                    };
-                    let row = block_template(&parent, name)?;
-                    let quotas = quotas::for_new_block(&parent_quotas, id, &row.created_at);
+                    if !parents.contains_key(&spec.dataset) {
+                        let parent = self.row(&spec.dataset).await?;
+                        let q = self.store.list_quotas(&spec.dataset).await?;
+                        parents.insert(spec.dataset.clone(), (parent, q));
+                    }
+                    let (parent, parent_quotas) = &parents[&spec.dataset];
+                    let row = block_template(parent, name)?;
+                    let quotas = quotas::for_new_block(parent_quotas, id, &row.created_at);
                     let hold = (parent.id.clone(), parent.version);
                     (row, quotas.clone(), Some((hold, quotas)))
                 }
@@ -712,6 +709,8 @@ impl Ledgers {
         };
         let now = chrono::Utc::now();
         let mut gates = Vec::new();
+        // The dataset's quotas, read once if some named block does not exist yet.
+        let mut parent_quotas = None;
         for name in p.blocks(sel, &JsonPath::root()).map_err(invalid)? {
             if let Some(why) = p.read_only(&name, now) {
                 return Err(LedgerError::ReadOnly(why));
@@ -722,7 +721,11 @@ impl Ledgers {
                 None => {
                     // What its first charge would be gated on: the dataset's quotas, unspent.
                     let t = block_template(row, &name)?;
-                    let q = quotas::for_new_block(&self.store.list_quotas(id).await?, &bid, "");
+                    if parent_quotas.is_none() {
+                        parent_quotas = Some(self.store.list_quotas(id).await?);
+                    }
+                    let q =
+                        quotas::for_new_block(parent_quotas.as_deref().unwrap_or(&[]), &bid, "");
                     Self::gate_for(&t, &q, &actor.principal.name)?.0
                 }
             };

@@ -361,6 +361,19 @@ async fn insert_audit(conn: &mut sqlx::PgConnection, d: &AuditDraft) -> Result<(
     Ok(())
 }
 
+/// Inserts a new ledger's row: [`StoreError::AlreadyExists`] if its id is taken.
+async fn insert_new(
+    tx: &mut sqlx::PgConnection,
+    row: &DatasetRow,
+    state: &[u8],
+) -> Result<(), StoreError> {
+    match insert_dataset(tx, sql::DATASET_INSERT, row, state).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_unique_violation(&e) => Err(StoreError::AlreadyExists),
+        Err(e) => Err(unavailable(e)),
+    }
+}
+
 /// [`super::LedgerAppend::hold`]: the row stays at `version` (and is locked) until the commit.
 async fn hold(tx: &mut sqlx::PgConnection, id: &str, version: i64) -> Result<(), StoreError> {
     let res = sqlx::query(&sql::numbered(sql::DATASET_HOLD))
@@ -406,11 +419,7 @@ impl Store for PostgresStore {
         audit: Option<&AuditDraft>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        match insert_dataset(&mut tx, sql::DATASET_INSERT, row, state).await {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
-            Err(e) => return Err(unavailable(e)),
-        }
+        insert_new(&mut tx, row, state).await?;
         if let Some(p) = partitioning {
             sqlx::query(&sql::numbered(sql::PARTITIONING_SET))
                 .bind(p)
@@ -429,11 +438,7 @@ impl Store for PostgresStore {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         // The parent's row first: its id precedes the block's, as in `append_many`.
         hold(&mut tx, b.parent.0, b.parent.1).await?;
-        match insert_dataset(&mut tx, sql::DATASET_INSERT, b.row, b.state).await {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
-            Err(e) => return Err(unavailable(e)),
-        }
+        insert_new(&mut tx, b.row, b.state).await?;
         for q in b.quotas {
             upsert_quota(&mut tx, q).await.map_err(unavailable)?;
         }

@@ -265,6 +265,15 @@ fn upsert_quota(c: &Connection, q: &QuotaRow) -> Result<(), StoreError> {
     .map(|_| ())
 }
 
+/// Inserts a new ledger's row: [`StoreError::AlreadyExists`] if its id is taken.
+fn insert_new(c: &Connection, row: &DatasetRow, state: &[u8]) -> Result<(), StoreError> {
+    match insert_dataset(c, sql::DATASET_INSERT, row, state) {
+        Ok(_) => Ok(()),
+        Err(e) if w::is_unique_violation(&e) => Err(StoreError::AlreadyExists),
+        Err(e) => Err(w::unavailable(e)),
+    }
+}
+
 /// [`super::LedgerAppend::hold`]: the row is still at `version`.
 fn hold(c: &Connection, id: &str, version: i64) -> Result<(), StoreError> {
     if exec(c, sql::DATASET_HOLD, params![id, version])? == 0 {
@@ -406,11 +415,7 @@ impl Store for SqliteStore {
         let partitioning = partitioning.map(str::to_owned);
         self.writer
             .write(move |c| {
-                match insert_dataset(c, sql::DATASET_INSERT, &r, &state) {
-                    Ok(_) => {}
-                    Err(e) if w::is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
-                    Err(e) => return Err(w::unavailable(e)),
-                }
+                insert_new(c, &r, &state)?;
                 if let Some(p) = &partitioning {
                     exec(c, sql::PARTITIONING_SET, params![p, r.id])?;
                 }
@@ -430,11 +435,7 @@ impl Store for SqliteStore {
         self.writer
             .write(move |c| {
                 hold(c, &parent, version)?;
-                match insert_dataset(c, sql::DATASET_INSERT, &r, &state) {
-                    Ok(_) => {}
-                    Err(e) if w::is_unique_violation(&e) => return Err(StoreError::AlreadyExists),
-                    Err(e) => return Err(w::unavailable(e)),
-                }
+                insert_new(c, &r, &state)?;
                 for q in &quotas {
                     upsert_quota(c, q)?;
                 }
