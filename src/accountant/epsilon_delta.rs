@@ -66,6 +66,16 @@ pub fn profile(eps0: f64, delta0: f64, eps: f64) -> f64 {
 /// term carries a ln1p and a product, the sum n − 1 additions, expm1 one more). Exactly 0 when
 /// every δᵢ is 0 (a widened 0 would read as real mass at +∞).
 pub fn combine_deltas(deltas: impl IntoIterator<Item = (f64, u64)>) -> f64 {
+    combine_deltas_dir(deltas, true)
+}
+
+/// [`combine_deltas`] rounded down instead (by the same bound): a mass at +∞ that a *lower* bound
+/// counts as the mechanism's own.
+pub fn combine_deltas_down(deltas: impl IntoIterator<Item = (f64, u64)>) -> f64 {
+    combine_deltas_dir(deltas, false)
+}
+
+fn combine_deltas_dir(deltas: impl IntoIterator<Item = (f64, u64)>, up: bool) -> f64 {
     let mut s = 0.0_f64;
     let mut n = 0.0_f64;
     for (d, count) in deltas {
@@ -78,7 +88,12 @@ pub fn combine_deltas(deltas: impl IntoIterator<Item = (f64, u64)>) -> f64 {
     if s == 0.0 {
         return 0.0;
     }
-    rounding::prob_up(-s.exp_m1(), (2.0 * n + 6.0) * U)
+    let rel = (2.0 * n + 6.0) * U;
+    if up {
+        rounding::prob_up(-s.exp_m1(), rel)
+    } else {
+        rounding::prob_down(-s.exp_m1(), rel)
+    }
 }
 
 /// The composition would hold more atoms than [`MAX_EXACT_ATOMS`].

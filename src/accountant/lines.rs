@@ -184,8 +184,24 @@ struct Walk {
 
 impl Lines {
     /// Lines of the profile points (ε ascending, ε ≥ 0; δ upper bounds).
+    ///
+    /// A point's ε may stand for a real number within an ulp of it (a grid loss j·h formed as a
+    /// product): each line is drawn at ε′ = ε·(1 + 2U) rounded up, at or above that real loss,
+    /// where δ is no larger — so still below the curve. Without it a line through a vertex of the
+    /// curve at ε ≳ 34 could be above the curve by ulp(ε)·e^ε·α, which there is comparable to the
+    /// curve itself (ε = 34.6, α = 1/(1 + e^ε): β 1.32e-15 against the exact 9.38e-16).
     pub(crate) fn new(profile: &[(f64, f64)]) -> Self {
-        let eps: Vec<f64> = profile.iter().map(|p| p.0.max(0.0)).collect();
+        let eps: Vec<f64> = profile
+            .iter()
+            .map(|p| {
+                let e = p.0.max(0.0);
+                if e > 0.0 {
+                    rounding::up(e, 2.0 * U)
+                } else {
+                    e
+                }
+            })
+            .collect();
         let delta: Vec<f64> = profile.iter().map(|p| p.1.clamp(0.0, 1.0)).collect();
         Lines {
             c: delta.iter().map(|&d| one_minus(d)).collect(),
@@ -484,16 +500,22 @@ pub(crate) struct Cells {
 }
 
 impl Cells {
-    /// Cells (ε_a, δ_L(ε_b)).
+    /// Cells (ε_a, δ_L(ε_b)). A cell's start may stand for a real number within an ulp of it
+    /// (a grid loss formed as a product): its lines are drawn at ε_a·(1 − 2U) rounded down, at or
+    /// below that real start, so they stay above every line of the cell (see [`Lines::new`]).
     pub(crate) fn new(cells: &[(f64, f64)]) -> Self {
+        let eps: Vec<f64> = cells
+            .iter()
+            .map(|c| rounding::down(c.0.max(0.0), 2.0 * U).max(0.0))
+            .collect();
         Cells {
-            eps: cells.iter().map(|c| c.0.max(0.0)).collect(),
             c: cells
                 .iter()
                 .map(|c| one_minus(c.1.clamp(0.0, 1.0)))
                 .collect(),
-            y_down: cells.iter().map(|c| exp_down(c.0.max(0.0))).collect(),
-            z_up: cells.iter().map(|c| exp_up(-c.0.max(0.0))).collect(),
+            y_down: eps.iter().map(|&e| exp_down(e)).collect(),
+            z_up: eps.iter().map(|&e| exp_up(-e)).collect(),
+            eps,
         }
     }
 

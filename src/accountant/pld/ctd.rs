@@ -119,7 +119,7 @@ pub(crate) fn discretise(
         lo: i_lo,
         mass,
         inf,
-        inf_trunc: top - inf,
+        inf_trunc: rounding::sub_up(top, inf),
         // The raise adds at most `raised` to the profile anywhere (rounded up: 2U for the
         // subtraction that formed it, U for the sum).
         moved_up: below + rounding::up(raised, 4.0 * U),

@@ -5,8 +5,11 @@
 //! the profile of the mechanism it stands for. Besides the masses it carries the bookkeeping that makes
 //! every reported figure a sound bracket:
 //!
-//! - `inf`: mass at +∞ that belongs to the mechanism (e.g. the δ of an (ε, δ) black box);
-//! - `inf_trunc`: mass moved to +∞ by tail truncation (pessimistic; excluded from the lower bound);
+//! - `inf`: mass at +∞ that belongs to the mechanism (e.g. the δ of an (ε, δ) black box), rounded
+//!   *down*: the lower bound counts it;
+//! - `inf_trunc`: mass moved to +∞ by tail truncation, and the rounding of `inf` (pessimistic;
+//!   excluded from the lower bound): `inf + inf_trunc`, added rounding up, is at least all the mass
+//!   at +∞ ([`Pmf::infinity_mass`]);
 //! - `moved_up`: mass moved to a higher loss (lower tails; excluded from the lower bound);
 //! - `abs_err`: a bound on the absolute error of δ(ε) from FFT round-off;
 //! - `rel_err`: a bound on the relative error of δ(ε) from the discretisation arithmetic;
@@ -16,7 +19,7 @@
 
 use super::profile::AtomProfile;
 use super::PldError;
-use crate::accountant::epsilon_delta::combine_deltas;
+use crate::accountant::epsilon_delta::{combine_deltas, combine_deltas_down};
 use crate::accountant::rounding::{self, U};
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use serde::{Deserialize, Serialize};
@@ -111,7 +114,7 @@ impl Pmf {
 
     /// Total mass at +∞ used by the upper bound (the mechanism's own plus truncated tails).
     pub fn infinity_mass(&self) -> f64 {
-        self.inf + self.inf_trunc
+        rounding::add_up(self.inf, self.inf_trunc)
     }
 
     /// Loss of grid index j.
@@ -169,10 +172,11 @@ impl Pmf {
             )));
         }
         let (mass, conv_abs, conv_rel) = convolve_at(&self.mass, &other.mass, fft_len_hint);
-        let total_a = self.inf + self.inf_trunc;
-        let total_b = other.inf + other.inf_trunc;
-        // 1 − (1 − a)(1 − b), formed without cancellation so small δ's stay exact, rounded up.
-        let inf = combine_deltas([(self.inf, 1), (other.inf, 1)]);
+        let total_a = self.infinity_mass();
+        let total_b = other.infinity_mass();
+        // 1 − (1 − a)(1 − b), formed without cancellation so small δ's stay exact: the own part
+        // rounded down (a lower bound counts it), the whole rounded up (see the `inf` field).
+        let inf = combine_deltas_down([(self.inf, 1), (other.inf, 1)]);
         let all_inf = combine_deltas([(total_a, 1), (total_b, 1)]).max(inf);
         let mut out = Pmf {
             h: self.h,
@@ -182,7 +186,7 @@ impl Pmf {
                 .ok_or_else(|| PldError::TooLarge("privacy-loss range overflows".into()))?,
             mass,
             inf,
-            inf_trunc: (all_inf - inf).max(0.0),
+            inf_trunc: rounding::sub_up(all_inf, inf).max(0.0),
             moved_up: self.moved_up + other.moved_up,
             abs_err: self.abs_err + other.abs_err + conv_abs,
             // A mass's error: the inputs' per-mass errors, each spread by a convolution with masses
@@ -258,9 +262,9 @@ impl Pmf {
         let total: f64 = self.mass.iter().sum();
         let nf = n as f64;
         // 1 − (1 − x)^n, formed without cancellation (1 − (1 − x)^n formed directly loses x
-        // entirely below 1e-16), rounded up.
-        let inf = combine_deltas([(self.inf, n)]);
-        let all_inf = combine_deltas([(self.inf + self.inf_trunc, n)]).max(inf);
+        // entirely below 1e-16): the own part rounded down, the whole up (see the `inf` field).
+        let inf = combine_deltas_down([(self.inf, n)]);
+        let all_inf = combine_deltas([(self.infinity_mass(), n)]).max(inf);
         let lo = (self.lo as i128) * (n as i128);
         if lo.abs() > (1i128 << 60) {
             return Err(PldError::TooLarge(format!(
@@ -272,7 +276,7 @@ impl Pmf {
             lo: lo as i64,
             mass: Vec::new(),
             inf,
-            inf_trunc: (all_inf - inf).max(0.0),
+            inf_trunc: rounding::sub_up(all_inf, inf).max(0.0),
             moved_up: nf * self.moved_up,
             abs_err: nf * self.abs_err,
             // n·(a + d)^{∗(n−1)} ∗ d spreads an input error d of at most b per mass into at most
@@ -371,7 +375,7 @@ impl Pmf {
         out.lo = (lo + a_lo as i128) as i64;
         out.mass = mass;
         // Upper tail folded below its loss: count it at +∞ too; lower tail folded upward: moved.
-        out.inf_trunc += tail;
+        out.inf_trunc = rounding::add_up(out.inf_trunc, tail);
         out.moved_up += tail;
         // The δ-level bound: the inverse transform's calibrated round-off, plus the power errors
         // E_k, whose inverse transform is the output error. δ reads the masses with weights in
@@ -446,7 +450,9 @@ impl Pmf {
         self.mass.drain(..left);
         self.mass[0] += lower;
         self.lo += left as i64;
-        self.inf_trunc += upper;
+        // The running sum of the cut masses carries at most (cut count)·U relative.
+        let cut = (n - right) as f64;
+        self.inf_trunc = rounding::add_up(self.inf_trunc, rounding::up(upper, cut * U));
         self.moved_up += lower;
     }
 }
