@@ -171,7 +171,9 @@ pub struct CurvePoint {
     /// holds at this δ (see `reason`).
     pub mu: Option<f64>,
     /// A lower bound on the tight μ at δᵢ (no certificate with this δᵢ has a smaller μ): how far
-    /// `mu` can be from the best possible.
+    /// `mu` can be from the best possible. For a unit with black boxes known only by Rényi bounds
+    /// (`zcdp`, `rdp`) it bounds the worst case over the mechanisms meeting their statements from
+    /// below by one such mechanism (a Gaussian witness), so it can be far below `mu`.
     pub mu_lower: Option<f64>,
     /// Why `mu` is absent.
     pub reason: Option<String>,

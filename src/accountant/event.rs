@@ -199,6 +199,20 @@ impl Event {
         serde_json::to_value(self).expect("events serialise to JSON")
     }
 
+    /// Whether a black box known only by Rényi bounds (`zcdp`, `rdp`) is inside: its truth is a
+    /// worst case over mechanisms, so lower bounds must come from a witness, never from the
+    /// upper bound's own discretisation.
+    pub fn has_renyi_box(&self) -> bool {
+        match self {
+            Event::Zcdp { .. } | Event::Rdp { .. } => true,
+            Event::PoissonSampled { event, .. }
+            | Event::SampledWithoutReplacement { event, .. }
+            | Event::SelfComposed { event, .. } => event.has_renyi_box(),
+            Event::Composed { events } => events.iter().any(Event::has_renyi_box),
+            _ => false,
+        }
+    }
+
     /// The number of leaf mechanism invocations this event stands for (counts multiply), saturating.
     pub fn invocations(&self) -> u64 {
         match self {

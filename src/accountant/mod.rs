@@ -36,6 +36,7 @@ pub(crate) mod lines;
 pub mod normal;
 pub mod params;
 pub mod pld;
+pub mod renyi;
 pub mod report;
 pub mod rounding;
 pub mod subsample;

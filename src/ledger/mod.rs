@@ -782,7 +782,9 @@ pub struct CurvePointView {
     /// The certified μᵢ at δᵢ (rounded up): (μᵢ, δᵢ) is a certificate the gate accepts. Null when
     /// no finite μ holds at this δ (see `reason`).
     pub mu: Option<f64>,
-    /// A lower bound on the tight μ at δᵢ: no accountant can certify less.
+    /// A lower bound on the tight μ at δᵢ: no accountant can certify less. For units with `zcdp`
+    /// or `rdp` boxes it is one mechanism meeting their statements (a Gaussian witness), not the
+    /// worst case over them, and can be far below `mu`.
     pub mu_lower: Option<f64>,
     /// Why `mu` is null.
     #[serde(skip_serializing_if = "Option::is_none")]

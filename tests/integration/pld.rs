@@ -705,8 +705,9 @@ fn a_zcdp_black_box_is_between_the_gaussian_and_the_classical_conversion() {
 /// kind of order list): ε(δ) is at least the Gaussian's closed form (the Gaussian attains the
 /// curve), at most the RDP conversion dp_accounting's `RdpAccountant` reports,
 /// ε = min over orders of τ + ln(1 − 1/α) − (ln δ + ln α)/(α − 1) (Canonne, Kamath & Steinke 2020,
-/// Prop. 12), plus the grid's h, and never below the zCDP event with the same ρ (whose infimum runs
-/// over every order). Malformed curves are refused naming the field.
+/// Prop. 12), plus the grid's h — below it where the binary-test bound is tighter (σ = 5,
+/// δ = 1e-3: 0.53071 against 0.53114) — and never below the zCDP event with the same ρ (whose
+/// statement constrains every order). Malformed curves are refused naming the field.
 #[test]
 fn an_rdp_curve_black_box_is_between_the_gaussian_and_its_rdp_conversion() {
     use privacy_ledger::accountant::gdp;
@@ -745,11 +746,6 @@ fn an_rdp_curve_black_box_is_between_the_gaussian_and_its_rdp_conversion() {
             assert!(
                 eps <= conv + 2e-4,
                 "σ={sigma} δ={}: {eps} > conversion {conv}",
-                p.delta
-            );
-            assert!(
-                eps >= conv - 2e-4,
-                "σ={sigma} δ={}: {eps} far below {conv}",
                 p.delta
             );
             assert!(eps >= zp.epsilon.unwrap() - 2e-4, "σ={sigma} δ={}", p.delta);

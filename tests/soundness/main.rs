@@ -14,7 +14,9 @@
 //! - [`check`]: runs the accountant and lists every violation;
 //! - [`known_bad`]: the bug report, one test per item; [`hunt`]: variations and other corners;
 //! - [`equivalence`]: self_composed vs list, no-op events, order; [`random`]: seeded random inputs;
-//! - [`child`]: runs a test in a child process (aborts/hangs); [`probe`]: an ignored diagnostic.
+//! - [`child`]: runs a test in a child process (aborts/hangs); [`probe`]: an ignored diagnostic;
+//! - [`renyi`]: Rényi black boxes against their closed-form worst case, Pinsker and the Gaussian
+//!   witness; vertex scans past ε = 34; subsampled +∞ mass (issue 32).
 //!
 //! Environment: `SOUNDNESS_SEED`, `SOUNDNESS_CASES`, `SOUNDNESS_VERBOSE` (random inputs),
 //! `SOUNDNESS_STRICT=1` (no f64 slack: also report ulp-level misses), `SOUNDNESS_PROBE` (probe).
@@ -32,3 +34,4 @@ mod oracle;
 mod pairs;
 mod probe;
 mod random;
+mod renyi;

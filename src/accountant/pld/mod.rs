@@ -448,7 +448,7 @@ fn pair_of(
             if rdp.contains(&0.0) {
                 return Ok(None);
             }
-            Source::rdp(crate::accountant::zcdp::RdpCurve::new(orders, rdp))
+            Source::rdp(orders, rdp)
         }
         Event::PoissonSampled {
             sampling_rate,
@@ -466,7 +466,14 @@ fn pair_of(
             if q < 1.0 && rel == NeighboringRelation::AddOrRemoveOne {
                 if let Event::SelfComposed { .. } | Event::Composed { .. } = **event {
                     let inner = Pld::from_event(event, rel, h, &path.field("event"))?;
-                    return Ok(Some(Source::poisson_of_pld(&inner, q)));
+                    let s = Source::poisson_of_pld(&inner, q);
+                    // Read off the composed upper PMFs, the lower bounds would bound the Rényi
+                    // conversion, not the worst mechanism: the constant mechanism stands in.
+                    return Ok(Some(if event.has_renyi_box() {
+                        s.with_witness(Source::constant())
+                    } else {
+                        s
+                    }));
                 }
             }
             let Some(inner) = inner_source(event, rel, h, &path.field("event"))? else {
@@ -538,6 +545,12 @@ fn inner_source(
         Event::SelfComposed { .. } | Event::Composed { .. } => {
             let p = Pld::from_event(e, rel, h, path)?;
             let s = Source::from_pld(&p);
+            // As in `poisson_of_pld`'s caller: no lower bound from a conversion's upper PMFs.
+            let s = if e.has_renyi_box() {
+                s.with_witness(Source::constant())
+            } else {
+                s
+            };
             Ok(Some(match rel {
                 NeighboringRelation::ReplaceOne => s.symmetrised(),
                 NeighboringRelation::AddOrRemoveOne => s,

@@ -98,17 +98,36 @@ pub(crate) struct Side {
     /// composed PLD, and for atom lists (whose lower PMFs come from their lattice when they have
     /// one, see [`Source::lattice`], else from the shifted upper PMF).
     pub lower: Option<DeltaFn>,
-    /// Mass at +∞ that belongs to the mechanism (counted by the lower bound too).
+    /// Mass at +∞ that belongs to the mechanism (counted by the lower bound too), rounded down
+    /// where it is a computed product: what rounding might have cut off it is in `extra`.
     pub inf: f64,
     /// Further mass at +∞ that only the upper bound carries: finite losses moved there because
-    /// their tail was cut (e.g. a discrete Gaussian's support beyond the kept atoms). It is an upper
-    /// bound on that mass, so the lower bound leaves it out.
+    /// their tail was cut (e.g. a discrete Gaussian's support beyond the kept atoms), and the
+    /// rounding of `inf`. `inf + extra`, added rounding up ([`Side::inf_up`]), is an upper bound on
+    /// all the mass at +∞; the lower bound leaves `extra` out.
     pub extra: f64,
     /// The largest finite loss if the loss is bounded.
     pub max_loss: Option<f64>,
     /// `delta` is this ordering's own profile for every real ε (a genuine pair on its own), not only
     /// for ε ≥ 0; otherwise ε < 0 is read from the other ordering by the hockey-stick identity.
     pub whole_line: bool,
+}
+
+impl Side {
+    /// An upper bound on all the mass at +∞: `inf + extra`, rounded up.
+    fn inf_up(&self) -> f64 {
+        rounding::add_up(self.inf, self.extra)
+    }
+
+    /// (`inf`, `extra`) of the same side with its mass at +∞ scaled by q ∈ [0, 1] (a mixture's
+    /// weight): the own part q·inf rounded down, and `extra` such that the two add to at least
+    /// q·(inf + extra) — a product rounded to nearest can fall an ulp short of the truth, and ε at
+    /// a δ equal to the reported mass would then be finite where it is +∞.
+    fn inf_scaled(&self, q: f64) -> (f64, f64) {
+        let inf = rounding::prob_down(q * self.inf, 2.0 * U);
+        let all = rounding::prob_up(q * self.inf_up(), 2.0 * U);
+        (inf, rounding::sub_up(all, inf).max(0.0))
+    }
 }
 
 /// The two orderings of a mechanism's dominating pair.
@@ -128,6 +147,12 @@ pub(crate) struct Source {
     /// Where every finite loss lies on a lattice (atom lists of a single mechanism), that lattice:
     /// the lower PMFs of its copies come from it ([`super::lattice`]).
     pub lattice: Option<Arc<Lattice>>,
+    /// For a black box known only by a statement (ρ-zCDP, Rényi points), whose truth is the worst
+    /// case over every mechanism meeting it: one such mechanism. The upper bounds are this
+    /// source's (they bound the worst case); the lower bounds are the witness's own, which are
+    /// lower bounds on the worst case because the witness is one of the mechanisms it is over.
+    /// `None`: the lower bounds are this source's.
+    pub witness: Option<Box<Source>>,
 }
 
 /// What the upper discretisation of one ordering hands the lower one: the reading resolution
@@ -149,6 +174,7 @@ impl Source {
             steps: 0,
             moved: 0.0,
             lattice: None,
+            witness: None,
         }
     }
 
@@ -214,7 +240,7 @@ impl Source {
         if let Some(m) = side.max_loss {
             return m.max(0.0);
         }
-        let target = side.inf + side.extra + CTD_TAIL;
+        let target = side.inf_up() + CTD_TAIL;
         let mut hi = 1.0;
         while (side.delta)(hi) > target {
             hi *= 2.0;
@@ -271,7 +297,7 @@ impl Source {
                 self.full_delta(remove),
                 self.rel_err,
                 side.inf,
-                side.max_loss.map(|_| side.inf + side.extra),
+                side.max_loss.map(|_| side.inf_up()),
             )
         })?;
         // What the upper discretisation read of δ, as the lower one's upper bound reads it.
@@ -296,15 +322,18 @@ impl Source {
             readings,
             lowest: (p.lo() - 1) as f64 * h,
         };
-        let lower = self.discretise_lower(
-            h,
-            top_rem,
-            top_add,
-            from_upper(&rem, refine_rem, &read_rem),
-            add.as_ref()
-                .zip(read_add.as_ref())
-                .map(|(a, r)| from_upper(a, refine_add, r)),
-        )?;
+        let lower = match &self.witness {
+            Some(w) => Some(w.witness_lower(h)?),
+            None => self.discretise_lower(
+                h,
+                top_rem,
+                top_add,
+                from_upper(&rem, refine_rem, &read_rem),
+                add.as_ref()
+                    .zip(read_add.as_ref())
+                    .map(|(a, r)| from_upper(a, refine_add, r)),
+            )?,
+        };
         Ok(Pld {
             remove: fix(rem),
             add: add.map(fix),
@@ -318,6 +347,32 @@ impl Source {
             },
             lattice: self.lattice.clone(),
         })
+    }
+
+    /// The PMFs a witness's lower bounds are read from (see [`Source::witness`]): its dedicated
+    /// lower PMFs, or its upper PMFs (read shifted by their steps·h, as any PLD's without lower
+    /// PMFs); no privacy loss at all for the constant mechanism.
+    fn witness_lower(&self, h: f64) -> Result<Pld, PldError> {
+        if self.is_identity() {
+            return Ok(Pld::identity(h));
+        }
+        let p = self.discretise(h)?;
+        Ok(match p.lower {
+            Some(l) => *l,
+            None => Pld::from_pmfs(p.remove, p.add),
+        })
+    }
+
+    /// The constant mechanism (no privacy loss), as a witness: it meets every statement, so its
+    /// figures are lower bounds on any worst case — the weakest ones.
+    pub(crate) fn constant() -> Self {
+        Self::epsilon_delta(0.0, 0.0, None)
+    }
+
+    /// The same source with `witness` as its witness (see [`Source::witness`]).
+    pub(crate) fn with_witness(mut self, witness: Source) -> Self {
+        self.witness = Some(Box::new(witness));
+        self
     }
 
     /// The lower PMFs ([`super::ctd::discretise_lower`]) on the same loss ranges as
@@ -381,21 +436,52 @@ impl Source {
         )
     }
 
-    /// A black box known only to be ρ-zCDP: both orderings bounded by the profile of
-    /// [`crate::accountant::zcdp::delta_for_epsilon`] (rounded up there; zCDP bounds the Rényi
-    /// divergence both ways, so one profile serves both orderings, and ε < 0 follows from the
-    /// hockey-stick identity like every symmetric source). No mass at +∞: the bound tends to 0.
+    /// A black box known only to be ρ-zCDP (ρ > 0). Upper: both orderings bounded by the
+    /// binary-test bound ([`crate::accountant::renyi::BinaryBound`], the exact worst case up to its
+    /// sampling), and below 1e-20 by the smaller of it and the classical conversion
+    /// ([`crate::accountant::zcdp::delta_for_epsilon`], tighter only in the far tail, where the
+    /// binary bound's samples are coarse); both are upper bounds on
+    /// every ρ-zCDP mechanism's profile, so their minimum is one too (the discretisation takes the
+    /// convex minorant). Lower: the Gaussian mechanism with μ² = 2ρ (rounded down), which is
+    /// exactly ρ-zCDP (D_λ = λμ²/2), as witness.
     pub(crate) fn zcdp(rho: f64) -> Self {
+        let bound = crate::accountant::renyi::BinaryBound::zcdp(rho);
         Self::black_box(Arc::new(move |e| {
-            crate::accountant::zcdp::delta_for_epsilon(rho, e.max(0.0))
+            let e = e.max(0.0);
+            let b = bound.delta(e);
+            // The classical conversion costs a search per reading (half the time of a zcdp event
+            // when read everywhere); above 1e-20 the binary bound is within 0.5 % of it or below.
+            if b > 1e-20 {
+                b
+            } else {
+                b.min(crate::accountant::zcdp::delta_for_epsilon(rho, e))
+            }
         }))
+        .with_witness(Self::gaussian(rounding::down(
+            std::f64::consts::SQRT_2 * rho.sqrt(),
+            4.0 * U,
+        )))
     }
 
-    /// A black box known by points of its Rényi curve: both orderings bounded by
-    /// [`crate::accountant::zcdp::RdpCurve::delta_for_epsilon`] (the same reasoning as
-    /// [`Source::zcdp`]).
-    pub(crate) fn rdp(curve: crate::accountant::zcdp::RdpCurve) -> Self {
-        Self::black_box(Arc::new(move |e| curve.delta_for_epsilon(e.max(0.0))))
+    /// A black box known by points (λᵢ, τᵢ) of its Rényi curve (every τᵢ > 0): as
+    /// [`Source::zcdp`], with [`crate::accountant::zcdp::RdpCurve`] as the classical conversion, and
+    /// as witness the Gaussian with the largest μ meeting every point, μ² = minᵢ 2τᵢ/λᵢ (rounded
+    /// down): its D_λ = λμ²/2 ≤ τᵢ at each λᵢ.
+    pub(crate) fn rdp(orders: &[f64], rdp: &[f64]) -> Self {
+        let bound = crate::accountant::renyi::BinaryBound::rdp(orders, rdp);
+        let curve = crate::accountant::zcdp::RdpCurve::new(orders, rdp);
+        // μ = minᵢ √2·√(τᵢ/λᵢ), each rounded down (a quotient, a root and a product: 6U), formed
+        // without 2τ (which overflows for τ near f64::MAX).
+        let mu = orders
+            .iter()
+            .zip(rdp)
+            .map(|(&l, &t)| rounding::down(std::f64::consts::SQRT_2 * (t / l).sqrt(), 6.0 * U))
+            .fold(f64::INFINITY, f64::min);
+        Self::black_box(Arc::new(move |e| {
+            let e = e.max(0.0);
+            bound.delta(e).min(curve.delta_for_epsilon(e))
+        }))
+        .with_witness(Self::gaussian(mu))
     }
 
     /// A black box bounded in both orderings by one profile for ε ≥ 0 (upper, no lower PMF, no
@@ -452,7 +538,7 @@ impl Source {
         atoms.retain(|a| a.1 > 0.0);
         atoms.sort_by(|a, b| a.0.total_cmp(&b.0));
         let max_loss = Some(atoms.last().map_or(0.0, |a| a.0));
-        let prof = Arc::new(AtomProfile::new(atoms, inf + extra));
+        let prof = Arc::new(AtomProfile::new(atoms, rounding::add_up(inf, extra)));
         let rel = prof.rel_err();
         let mut s = Self::symmetric(
             Side {
@@ -734,6 +820,7 @@ impl Source {
             moved: (rem.moved_up + rem.inf_trunc)
                 .max(p.add.as_ref().map_or(0.0, |a| a.moved_up + a.inf_trunc)),
             lattice: None,
+            witness: None,
         }
     }
 
@@ -762,6 +849,7 @@ impl Source {
         let rem_lo = inner.remove.lower.clone();
         let add_lo = inner.add_side().lower.clone();
         let max_rem = inner.remove.max_loss;
+        let (rem_inf, rem_extra) = inner.remove.inf_scaled(q);
         let add_side = inner.add_side();
         let log_1mq = (-q).ln_1p();
         // The add loss ln(Q/(qP + (1−q)Q)) is largest where P/Q is smallest: e^{−m} for an inner add
@@ -792,8 +880,8 @@ impl Source {
                     rounding::prob_down(q * f(e1.max(0.0)), 2.0 * U)
                 })
             }),
-            inf: q * inner.remove.inf,
-            extra: q * inner.remove.extra,
+            inf: rem_inf,
+            extra: rem_extra,
             whole_line: false,
             max_loss: max_rem.map(|m| rounding::up((q * m.exp_m1()).ln_1p(), 8.0 * U)),
         };
@@ -837,6 +925,10 @@ impl Source {
             steps: inner.steps,
             moved: inner.moved,
             lattice: None,
+            witness: inner
+                .witness
+                .clone()
+                .map(|w| Box::new(w.mixture_with_reference(q))),
         }
     }
 
@@ -878,6 +970,7 @@ impl Source {
             steps: self.steps,
             moved: self.moved,
             lattice: None,
+            witness: self.witness.map(|w| Box::new(w.symmetrised())),
         }
     }
 
@@ -903,7 +996,7 @@ impl Source {
         // +∞ (an upper bound only, left out of the lower bound).
         let side = |atoms: Vec<(f64, f64)>, inf: f64, extra: f64| {
             let max_loss = atoms.iter().map(|a| a.0).fold(f64::NEG_INFINITY, f64::max);
-            let prof = Arc::new(AtomProfile::new(atoms, inf + extra));
+            let prof = Arc::new(AtomProfile::new(atoms, rounding::add_up(inf, extra)));
             let rel = prof.rel_err() + 16.0 * U;
             Side {
                 delta: Arc::new(move |e| rounding::prob_up(prof.delta(e), rel)),
@@ -942,17 +1035,19 @@ impl Source {
         aa.sort_by(|a, b| a.0.total_cmp(&b.0));
         let worst = |f: fn(&super::Pmf) -> f64| f(rem).max(f(add));
         Source {
-            remove: side(
-                ra,
-                rounding::prob_up(q * rem.inf, 2.0 * U),
-                rounding::prob_up(q * rem.inf_trunc, 2.0 * U),
-            ),
+            remove: {
+                // The own part rounded down, the whole up (see `Side::inf_scaled`).
+                let inf = rounding::prob_down(q * rem.inf, 2.0 * U);
+                let all = rounding::prob_up(q * rem.infinity_mass(), 2.0 * U);
+                side(ra, inf, rounding::sub_up(all, inf).max(0.0))
+            },
             add: Some(side(aa, 0.0, 0.0)),
             rel_err: worst(|m| m.rel_err),
             abs_err: worst(|m| m.abs_err),
             steps: rem.steps.max(add.steps),
             moved: rem.moved_up.max(add.moved_up + add.inf_trunc),
             lattice: None,
+            witness: None,
         }
     }
 
@@ -968,13 +1063,14 @@ impl Source {
     pub(crate) fn mixture_with_disjoint(self, q: f64) -> Self {
         let scale = |s: &Side| {
             let f = s.delta.clone();
+            let (inf, extra) = s.inf_scaled(q);
             Side {
                 delta: Arc::new(move |e| rounding::prob_up(q * f(e), 2.0 * U)),
                 lower: s.lower.clone().map(|f| -> DeltaFn {
                     Arc::new(move |e| rounding::prob_down(q * f(e), 2.0 * U))
                 }),
-                inf: q * s.inf,
-                extra: q * s.extra,
+                inf,
+                extra,
                 whole_line: false,
                 max_loss: s.max_loss,
             }
@@ -987,6 +1083,10 @@ impl Source {
             steps: self.steps,
             moved: self.moved,
             lattice: None,
+            witness: self
+                .witness
+                .clone()
+                .map(|w| Box::new(w.mixture_with_disjoint(q))),
         }
     }
 }
