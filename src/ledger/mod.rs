@@ -13,6 +13,7 @@
 pub mod admission;
 pub mod audit;
 pub mod auth;
+mod certificates;
 pub mod dashboard;
 pub mod filter;
 pub mod input;
@@ -887,7 +888,8 @@ impl Certified {
         let i = match self.0.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
-                self.0.push((key, certify(event, relation, h, rule, path)?));
+                let c = certificates::certificates(event, relation, h, rule, path)?;
+                self.0.push((key, c.to_vec()));
                 self.0.len() - 1
             }
         };
@@ -1016,7 +1018,7 @@ fn gate_compute(
     let budget = gate.budget;
     let t = Instant::now();
     let path = crate::accountant::json::JsonPath::root().field("event");
-    let candidates = certify(
+    let candidates = certificates::certificates(
         &event,
         base.relation(),
         base.grid_step(),

@@ -34,7 +34,7 @@ use super::{
     audit, blocking, budget_of, exact_with, filter_of, internal, now, relation_of, unchanged,
     unit_delta, ChargeOutcome, LedgerError, Ledgers, UnitRequest, MAX_ATTEMPTS,
 };
-use crate::accountant::certificate::{certify, Certificate};
+use crate::accountant::certificate::Certificate;
 use crate::accountant::event::Count;
 use crate::accountant::json::JsonPath;
 use crate::accountant::{AccountantError, Event};
@@ -182,7 +182,13 @@ async fn plan(
         let path = JsonPath::root().field("event");
         let cert = |n: u64| -> Result<Certificate, LedgerError> {
             let ev = repeated(&step, n)?;
-            Ok(certify(&ev, relation, h, unit_delta(&budget, own), &path)?[0])
+            Ok(super::certificates::certificates(
+                &ev,
+                relation,
+                h,
+                unit_delta(&budget, own),
+                &path,
+            )?[0])
         };
         let chunk_unit = cert(chunk_steps)?;
         let chunks = steps.div_ceil(chunk_steps);
