@@ -872,7 +872,10 @@ fn calibrated(
 /// A unit's certificates, computed once per (relation, grid step, δ rule) for the ledgers that
 /// share them (the blocks of a range, the datasets of a join, a calibration's gates).
 #[derive(Default)]
-struct Certified(Vec<((NeighboringRelation, u64, UnitDelta), Vec<Certificate>)>);
+struct Certified(Vec<(CertifiedKey, Arc<[Certificate]>)>);
+
+/// What a unit's certificates depend on besides its event: (relation, grid step's bits, δ rule).
+type CertifiedKey = (NeighboringRelation, u64, UnitDelta);
 
 impl Certified {
     /// [`certify`]'s candidates for `event` under `relation`, `h` and `rule`.
@@ -888,8 +891,10 @@ impl Certified {
         let i = match self.0.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
-                let c = certificates::certificates(event, relation, h, rule, path)?;
-                self.0.push((key, c.to_vec()));
+                self.0.push((
+                    key,
+                    certificates::certificates(event, relation, h, rule, path)?,
+                ));
                 self.0.len() - 1
             }
         };

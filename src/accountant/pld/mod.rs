@@ -466,14 +466,7 @@ fn pair_of(
             if q < 1.0 && rel == NeighboringRelation::AddOrRemoveOne {
                 if let Event::SelfComposed { .. } | Event::Composed { .. } = **event {
                     let inner = Pld::from_event(event, rel, h, &path.field("event"))?;
-                    let s = Source::poisson_of_pld(&inner, q);
-                    // Read off the composed upper PMFs, the lower bounds would bound the Rényi
-                    // conversion, not the worst mechanism: the constant mechanism stands in.
-                    return Ok(Some(if event.has_renyi_box() {
-                        s.with_witness(Source::constant())
-                    } else {
-                        s
-                    }));
+                    return Ok(Some(of_composite(Source::poisson_of_pld(&inner, q), event)));
                 }
             }
             let Some(inner) = inner_source(event, rel, h, &path.field("event"))? else {
@@ -533,6 +526,17 @@ fn additive_noise(e: &Event) -> Option<source::Noise> {
     }
 }
 
+/// A source read off the composed PLD of composite event `e`: where a Rényi box is inside, its
+/// upper PMFs bound that box's conversion, not the worst mechanism meeting its statement, so
+/// their lower bounds would not be lower bounds of the truth; the constant mechanism stands in.
+fn of_composite(s: Source, e: &Event) -> Source {
+    if e.has_renyi_box() {
+        s.with_witness(Source::constant())
+    } else {
+        s
+    }
+}
+
 /// The source of a subsampled event's inner event: closed form for a single mechanism, or the
 /// profile of its (numerically composed) PLD for a composite.
 fn inner_source(
@@ -544,13 +548,7 @@ fn inner_source(
     match e {
         Event::SelfComposed { .. } | Event::Composed { .. } => {
             let p = Pld::from_event(e, rel, h, path)?;
-            let s = Source::from_pld(&p);
-            // As in `poisson_of_pld`'s caller: no lower bound from a conversion's upper PMFs.
-            let s = if e.has_renyi_box() {
-                s.with_witness(Source::constant())
-            } else {
-                s
-            };
+            let s = of_composite(Source::from_pld(&p), e);
             Ok(Some(match rel {
                 NeighboringRelation::ReplaceOne => s.symmetrised(),
                 NeighboringRelation::AddOrRemoveOne => s,

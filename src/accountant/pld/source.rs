@@ -124,10 +124,16 @@ impl Side {
     /// q·(inf + extra) — a product rounded to nearest can fall an ulp short of the truth, and ε at
     /// a δ equal to the reported mass would then be finite where it is +∞.
     fn inf_scaled(&self, q: f64) -> (f64, f64) {
-        let inf = rounding::prob_down(q * self.inf, 2.0 * U);
-        let all = rounding::prob_up(q * self.inf_up(), 2.0 * U);
-        (inf, rounding::sub_up(all, inf).max(0.0))
+        scaled_infinity(q, self.inf, self.inf_up())
     }
+}
+
+/// q times a mass at +∞ whose own part is `own` and whole `all`: (q·own rounded down, the rest of
+/// q·all rounded up), so that the two add to at least q·all (see [`Side::inf_scaled`]).
+fn scaled_infinity(q: f64, own: f64, all: f64) -> (f64, f64) {
+    let inf = rounding::prob_down(q * own, 2.0 * U);
+    let all = rounding::prob_up(q * all, 2.0 * U);
+    (inf, rounding::sub_up(all, inf).max(0.0))
 }
 
 /// The two orderings of a mechanism's dominating pair.
@@ -1036,10 +1042,8 @@ impl Source {
         let worst = |f: fn(&super::Pmf) -> f64| f(rem).max(f(add));
         Source {
             remove: {
-                // The own part rounded down, the whole up (see `Side::inf_scaled`).
-                let inf = rounding::prob_down(q * rem.inf, 2.0 * U);
-                let all = rounding::prob_up(q * rem.infinity_mass(), 2.0 * U);
-                side(ra, inf, rounding::sub_up(all, inf).max(0.0))
+                let (inf, extra) = scaled_infinity(q, rem.inf, rem.infinity_mass());
+                side(ra, inf, extra)
             },
             add: Some(side(aa, 0.0, 0.0)),
             rel_err: worst(|m| m.rel_err),
