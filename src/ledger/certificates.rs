@@ -42,6 +42,20 @@ fn key(event: &Event, relation: NeighboringRelation, h: GridStep, rule: UnitDelt
     }
 }
 
+/// Whether the memo holds the unit's certificates now (then [`certificates`] costs a lookup).
+pub(crate) fn known(
+    event: &Event,
+    relation: NeighboringRelation,
+    h: GridStep,
+    rule: UnitDelta,
+) -> bool {
+    let key = key(event, relation, h, rule);
+    MEMO.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+        .is_some()
+}
+
 /// [`certify`]'s certificates for the unit, from the memo when it holds them.
 ///
 /// # Errors

@@ -14,6 +14,7 @@ pub mod admission;
 pub mod audit;
 pub mod auth;
 mod certificates;
+mod compositions;
 pub mod dashboard;
 pub mod filter;
 pub mod input;
@@ -288,9 +289,13 @@ pub struct DatasetView {
     pub units: i64,
     /// Units reserved and not yet committed or released (included in the spending above).
     pub reserved_units: i64,
-    /// μ of the exact composition of every charge (upper bound, at the budget's δ): valid only if
-    /// the whole sequence had been fixed in advance; shown for comparison, never used to admit.
+    /// μ of the exact composition of every committed charge (upper bound, at the budget's δ):
+    /// valid only if the whole sequence had been fixed in advance; shown for comparison, never
+    /// used to admit. Computed off the write path: it describes `exact_composition_version`
+    /// (one dataset: the current version; a list: the last stored snapshot's).
     pub exact_composition_mu: Option<f64>,
+    /// The ledger version `exact_composition_mu` describes.
+    pub exact_composition_version: i64,
     pub charges: i64,
     pub version: i64,
     pub grid_step: f64,
@@ -422,6 +427,8 @@ pub struct TradeoffView {
 pub struct ExactComposition {
     /// Always the same warning: what this composition is valid for.
     pub valid_only_if: &'static str,
+    /// The ledger version it describes (every charge committed at or before it).
+    pub version: i64,
     #[schema(value_type = schema::ReportWire)]
     pub report: Report,
 }
@@ -459,7 +466,6 @@ fn unchanged(row: &DatasetRow, f: &FilterState, updated_at: String) -> DatasetUp
         mu_sq_spent: f.mu_sq(),
         delta_spent: f.delta(),
         units: f.units(),
-        exact_mu: row.exact_mu,
         reserved: row.reserved.unwrap_or(0),
         settle: None,
         quotas: Vec::new(),
@@ -501,6 +507,7 @@ fn empty_row(
         statement_unknown: None,
         // Its creation (or first charge) is audited with its state.
         states_from: Some(0),
+        state_seq: 0,
         created_at: ts.clone(),
         updated_at: ts,
     }
@@ -533,8 +540,10 @@ pub struct Ledgers {
     store: Arc<dyn Store>,
     /// One lock per dataset: charges on a dataset are gated one at a time in this process.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Composed states by dataset, tagged with the ledger version they belong to.
-    cache: Mutex<ByteCache<String, (i64, Arc<Composition>)>>,
+    /// Exact compositions (reports), kept and caught up off the write path.
+    compositions: Arc<compositions::Compositions>,
+    /// Bytes of compositions kept.
+    composition_bytes: usize,
     /// What the gate reads of each dataset (row and quotas) as of this process's last write.
     gates: Mutex<ByteCache<String, Arc<GateInputs>>>,
     /// Filter reports with the default options.
@@ -542,7 +551,7 @@ pub struct Ledgers {
     /// JWTs from an identity provider, when configured.
     oidc: Option<Arc<oidc::Oidc>>,
     /// How much numerical work runs at once.
-    admission: admission::Admission,
+    admission: Arc<admission::Admission>,
     /// Datasets' partitionings (fixed at creation, and datasets are never deleted).
     partitionings: Mutex<ByteCache<String, Option<partition::Partitioning>>>,
     /// Block ledgers each principal created this minute.
@@ -613,6 +622,11 @@ fn grid_step_of(row: &DatasetRow) -> Result<GridStep, LedgerError> {
         .map_err(|e| LedgerError::Corrupt(row.id.clone(), format!("grid step {e}")))
 }
 
+/// What a unit's certificates depend on besides the unit: the relation and the grid step.
+fn engine_of(row: &DatasetRow) -> Result<(NeighboringRelation, GridStep), LedgerError> {
+    Ok((relation_of(row)?, grid_step_of(row)?))
+}
+
 /// The filter state of a converted row, checked (a corrupt one stops the dataset).
 fn filter_of(row: &DatasetRow) -> Result<FilterState, LedgerError> {
     match (row.mu_sq_spent, row.delta_spent, row.units) {
@@ -641,6 +655,7 @@ fn view(row: &DatasetRow, f: &FilterState) -> Result<DatasetView, LedgerError> {
         units: f.units(),
         reserved_units: row.reserved.unwrap_or(0),
         exact_composition_mu: row.exact_mu,
+        exact_composition_version: row.state_seq,
         charges: row.charges,
         version: row.version,
         grid_step: grid_step_of(row)?.get(),
@@ -748,11 +763,6 @@ fn analytic(event: &Event, relation: NeighboringRelation) -> bool {
         &mut Vec::new(),
     )
     .is_ok()
-}
-
-/// The cost class of composing `event` onto `base`: light only when both are closed-form.
-fn cost_of(base: &Composition, event: &Event) -> admission::Cost {
-    admission::Cost::light_if(base.is_analytic() && analytic(event, base.relation()))
 }
 
 /// The result of a calibration.
@@ -1009,38 +1019,36 @@ fn unit_delta(budget: &Budget, own: Option<f64>) -> UnitDelta {
 struct Gated {
     unit: Certificate,
     verdict: Verdict,
-    /// The exact composition with the unit (only when admitted), and its μ at the budget's δ.
-    exact: Option<(Composition, Option<f64>)>,
 }
 
+/// The gate's decision on `event`: its certificates (memoised, [`certificates::certificates`])
+/// against the filter's sums. Nothing else: no composition, whatever the ledger holds.
 fn gate_compute(
-    base: Arc<Composition>,
+    (relation, h): (NeighboringRelation, GridStep),
     event: Event,
     gate: &Gate,
     own_delta: Option<f64>,
-    exact: bool,
 ) -> Result<Gated, LedgerError> {
-    let budget = gate.budget;
     let t = Instant::now();
     let path = crate::accountant::json::JsonPath::root().field("event");
-    let candidates = certificates::certificates(
-        &event,
-        base.relation(),
-        base.grid_step(),
-        unit_delta(&budget, own_delta),
-        &path,
-    )?;
+    let rule = unit_delta(&gate.budget, own_delta);
+    let candidates = certificates::certificates(&event, relation, h, rule, &path)?;
     let (verdict, unit) = gate.admits_first(&candidates);
-    let exact = match verdict {
-        Verdict::Admitted(..) if exact => Some(exact_with(&base, &event, budget.delta())?),
-        _ => None,
-    };
     metrics::histogram!("privacy_ledger_accountant_seconds").record(t.elapsed().as_secs_f64());
-    Ok(Gated {
-        unit,
-        verdict,
-        exact,
-    })
+    Ok(Gated { unit, verdict })
+}
+
+/// The cost class of gating `event`: light when its certificates are closed-form or memoised.
+fn gate_cost(
+    event: &Event,
+    (relation, h): (NeighboringRelation, GridStep),
+    budget: &Budget,
+    own_delta: Option<f64>,
+) -> admission::Cost {
+    admission::Cost::light_if(
+        analytic(event, relation)
+            || certificates::known(event, relation, h, unit_delta(budget, own_delta)),
+    )
 }
 
 /// The exact composition with one more event, and its μ at the budget's δ (display only).
@@ -1233,14 +1241,22 @@ fn dataset_reason(
 impl Ledgers {
     /// The service over a store.
     pub fn new(store: Arc<dyn Store>) -> Self {
+        let admission = Arc::new(admission::Admission::new(
+            admission::AdmissionConfig::default(),
+        ));
         Ledgers {
+            compositions: compositions::Compositions::new(
+                store.clone(),
+                admission.clone(),
+                STATE_CACHE_BYTES,
+            ),
+            composition_bytes: STATE_CACHE_BYTES,
             store,
             locks: Mutex::new(HashMap::new()),
-            cache: Mutex::new(ByteCache::new(STATE_CACHE_BYTES)),
             gates: Mutex::new(ByteCache::new(GATE_CACHE_BYTES)),
             reports: FilterReports::new(),
             oidc: None,
-            admission: admission::Admission::new(admission::AdmissionConfig::default()),
+            admission,
             partitionings: Mutex::new(ByteCache::new(PARTITIONING_CACHE_BYTES)),
             created: partition::CreationLimit::default(),
             no_legacy_keys: Mutex::new(std::collections::HashSet::new()),
@@ -1275,15 +1291,18 @@ impl Ledgers {
 
     /// Limits heavy accountant work as `config` says (default: see [`admission::AdmissionConfig`]).
     pub fn with_admission(mut self, config: admission::AdmissionConfig) -> Self {
-        self.admission = admission::Admission::new(config);
-        self
+        self.admission = Arc::new(admission::Admission::new(config));
+        let bytes = self.composition_bytes;
+        self.with_state_cache_bytes(bytes)
     }
 
-    /// Keeps at most `bytes` of composed states (default [`STATE_CACHE_BYTES`]; tests use 0 to
-    /// make every charge read its base state from the store).
+    /// Keeps at most `bytes` of exact compositions (default [`STATE_CACHE_BYTES`]; tests use 0
+    /// to make every report start from the stored snapshot).
     #[doc(hidden)]
     pub fn with_state_cache_bytes(mut self, bytes: usize) -> Self {
-        self.cache = Mutex::new(ByteCache::new(bytes));
+        self.composition_bytes = bytes;
+        self.compositions =
+            compositions::Compositions::new(self.store.clone(), self.admission.clone(), bytes);
         self
     }
 
@@ -1409,72 +1428,18 @@ impl Ledgers {
         Ok(row)
     }
 
-    /// The composed state at `row.version` (from the cache when it is current).
-    async fn state(&self, row: &DatasetRow) -> Result<Arc<Composition>, LedgerError> {
-        Ok(self.state_and_version(row).await?.1)
-    }
-
-    /// The composed state for `row` and the version it belongs to: `row.version` when cached for
-    /// it, else the store's (which may differ: a replica appended since the row was read, or —
-    /// for a row kept past a queued append — that append is not durable yet).
-    async fn state_and_version(
-        &self,
-        row: &DatasetRow,
-    ) -> Result<(i64, Arc<Composition>), LedgerError> {
-        if let Some((v, c)) = self.cache.lock().expect("cache").get(&row.id) {
-            if v == row.version {
-                return Ok((v, c));
-            }
-        }
-        let (version, bytes) = self
-            .store
-            .get_state(&row.id)
-            .await?
-            .ok_or_else(|| LedgerError::NotFound(row.id.clone()))?;
-        let c = Arc::new(Composition::from_bytes(&bytes).map_err(|e| {
-            LedgerError::Corrupt(row.id.clone(), format!("composition state: {e}"))
-        })?);
-        self.remember(&row.id, version, c.clone());
-        Ok((version, c))
-    }
-
-    /// Caches a composed state (at most [`STATE_CACHE_BYTES`] in all; states dropped from the
-    /// cache are reloaded from the store on demand).
-    fn remember(&self, id: &str, version: i64, state: Arc<Composition>) {
-        let bytes = state.heap_bytes();
-        self.cache
-            .lock()
-            .expect("cache")
-            .insert(id.to_owned(), (version, state), bytes);
-    }
-
-    fn bump_cached_version(&self, id: &str, from: i64) {
-        let mut cache = self.cache.lock().expect("cache");
-        if let Some((v, c)) = cache.get(&id.to_owned()) {
-            if v == from {
-                let bytes = c.heap_bytes();
-                cache.insert(id.to_owned(), (v + 1, c), bytes);
-            }
-        }
-    }
-
-    /// Appends `entry` at `version + 1` (the store's compare-and-swap) with `update` and, if given,
-    /// the new composed state, and keeps the cache current. `Ok(false)` when another writer (a
-    /// replica) appended first or took the idempotency key: the caller re-reads and tries again.
+    /// Appends `entry` at `version + 1` (the store's compare-and-swap) with `update`, and keeps
+    /// the cache current. `Ok(false)` when another writer (a replica) appended first or took the
+    /// idempotency key: the caller re-reads and tries again.
     async fn append(
         &self,
         id: &str,
         version: i64,
         entry: &EntryRow,
         update: &DatasetUpdate,
-        state: Option<Arc<Composition>>,
     ) -> Result<bool, LedgerError> {
-        let bytes = state.as_ref().map(|s| s.to_bytes());
-        let result = self
-            .store
-            .append(id, version, entry, update, bytes.as_deref())
-            .await;
-        self.keep(id, version, update, state, &result);
+        let result = self.store.append(id, version, entry, update).await;
+        self.keep(id, version, update, &result);
         match result {
             Ok(_) => Ok(true),
             Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => Ok(false),
@@ -1483,14 +1448,13 @@ impl Ledgers {
         }
     }
 
-    /// The caches after an append at `version + 1` with `update` and `state` that ended in
-    /// `result` (or is queued and assumed to succeed: [`Ledgers::forget`] undoes that if not).
+    /// The caches after an append at `version + 1` with `update` that ended in `result` (or is
+    /// queued and assumed to succeed: [`Ledgers::forget`] undoes that if not).
     fn keep(
         &self,
         id: &str,
         version: i64,
         update: &DatasetUpdate,
-        state: Option<Arc<Composition>>,
         result: &Result<i64, StoreError>,
     ) {
         // Kept gate inputs stay only if they described the version appended on: then they move
@@ -1512,12 +1476,16 @@ impl Ledgers {
                 _ => gates.remove(&key),
             }
         }
-        if result.is_ok() {
-            match state {
-                Some(state) => self.remember(id, version + 1, state),
-                // The state did not change, only its version.
-                None => self.bump_cached_version(id, version),
-            }
+    }
+
+    /// After an append at `version` that added a unit (`analytic`: a closed-form one) to dataset
+    /// `id`: its exact composition is caught up in the background — soon after every numerical
+    /// unit, so a report finds it current, and every [`compositions::SNAPSHOT_UNITS`] versions
+    /// on closed-form ledgers (a report composes their tail in microseconds per unit), so the
+    /// stored snapshot keeps up.
+    fn composed_later(&self, id: &str, version: i64, analytic: bool) {
+        if !analytic || version % compositions::SNAPSHOT_UNITS == 0 {
+            self.compositions.nudge(id);
         }
     }
 
@@ -1527,7 +1495,6 @@ impl Ledgers {
             .lock()
             .expect("gate inputs")
             .remove(&id.to_owned());
-        self.cache.lock().expect("cache").remove(&id.to_owned());
     }
 
     /// Creates a dataset with an empty ledger. A retry of the same creation (same body) returns the
@@ -1592,10 +1559,15 @@ impl Ledgers {
             Some(_) => None,
             None => self.partitioning_of(id).await?.map(|p| p.to_json()),
         };
-        Ok(DatasetView {
-            partitioning,
-            ..view(&row, &filter_of(&row)?)?
-        })
+        let mut v = view(&row, &filter_of(&row)?)?;
+        // The composition now (kept current in the background); when it cannot be had now
+        // (the engine is busy), the stored snapshot's, with its version.
+        match self.compositions.mu_at(&row, row.budget_delta).await {
+            Ok((c, mu)) => (v.exact_composition_mu, v.exact_composition_version) = (mu, c.version),
+            Err(LedgerError::Overloaded(_)) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(DatasetView { partitioning, ..v })
     }
 
     /// Datasets by id after `after` that `actor` may see (all of them with a global role, else
@@ -1701,7 +1673,7 @@ impl Ledgers {
                 ),
                 ..unchanged(&row, &f, ts)
             };
-            if self.append(id, row.version, &entry, &update, None).await? {
+            if self.append(id, row.version, &entry, &update).await? {
                 return Ok(body);
             }
         }
@@ -2072,18 +2044,12 @@ impl Ledgers {
         let Mode { from_cache, queue } = mode;
         {
             let (gate, quota_row) = Self::gate_for(&row, quotas, &actor.principal.name)?;
-            // The exact composition extends the state of exactly this version: one of another
-            // version (a kept row's predecessor not yet durable, or a replica's newer one) would
-            // store a wrong composition under the next version. Start over from the store.
-            let (version, base) = self.state_and_version(&row).await?;
-            if version != row.version {
-                return Ok(Attempt::Retry);
-            }
-            let (event, own, reserve) = (unit.event.clone(), unit.delta, unit.reserve);
+            let engine = engine_of(&row)?;
+            let (event, own) = (unit.event.clone(), unit.delta);
             let g2 = gate.clone();
-            let cost = cost_of(&base, &event);
+            let cost = gate_cost(&event, engine, &gate.budget, own);
             let g = blocking(&self.admission, cost, move || {
-                gate_compute(base, event, &g2, own, !reserve)
+                gate_compute(engine, event, &g2, own)
             })
             .await?;
             let target = unit.run.as_ref().map(|(r, c)| format!("run {r} chunk {c}"));
@@ -2185,7 +2151,7 @@ impl Ledgers {
                     }))
                 }))
                 .done();
-            let mut update = DatasetUpdate {
+            let update = DatasetUpdate {
                 charges: row.charges + 1,
                 reserved,
                 quotas: match (quota_row, share_after) {
@@ -2196,20 +2162,14 @@ impl Ledgers {
                 ..unchanged(&row, &after, ts.clone())
             };
             // A reserved unit joins the exact composition only when committed.
-            let state = match g.exact {
-                Some((state, exact_mu)) => {
-                    update.exact_mu = exact_mu;
-                    Some(Arc::new(state))
-                }
-                None => None,
-            };
+            let composed = (!unit.reserve).then(|| analytic(&unit.event, engine.0));
             if queue {
-                let bytes = state.as_ref().map(|s| s.to_bytes());
-                let queued =
-                    self.store
-                        .append_queued(id, row.version, &entry, &update, bytes.as_deref());
+                let queued = self.store.append_queued(id, row.version, &entry, &update);
                 if let Some(pending) = queued {
-                    self.keep(id, row.version, &update, state, &Ok(row.version + 1));
+                    self.keep(id, row.version, &update, &Ok(row.version + 1));
+                    if let Some(a) = composed {
+                        self.composed_later(id, row.version + 1, a);
+                    }
                     let outcome = ChargeOutcome {
                         created: true,
                         body,
@@ -2217,7 +2177,10 @@ impl Ledgers {
                     return Ok(Attempt::Queued(pending, outcome));
                 }
             }
-            let appended = self.append(id, row.version, &entry, &update, state).await?;
+            let appended = self.append(id, row.version, &entry, &update).await?;
+            if let (true, Some(a)) = (appended, composed) {
+                self.composed_later(id, row.version + 1, a);
+            }
             Ok(if appended {
                 Attempt::Done(ChargeOutcome {
                     created: true,
@@ -2242,12 +2205,12 @@ impl Ledgers {
         let (gate, _) = self.gate_now(&row, &actor.principal.name).await?;
         let (budget, filter) = (gate.budget, gate.state);
         let stated = stated_budget(&row)?;
-        let base = self.state(&row).await?;
-        let relation = relation_of(&row)?;
-        let cost = cost_of(&base, &req.event);
+        let engine = engine_of(&row)?;
+        let relation = engine.0;
+        let cost = gate_cost(&req.event, engine, &budget, req.delta);
         let reports = self.reports.clone();
         blocking(&self.admission, cost, move || {
-            let g = gate_compute(base, req.event, &gate, req.delta, false)?;
+            let g = gate_compute(engine, req.event, &gate, req.delta)?;
             let opts = &*DEFAULT_REPORT_OPTIONS;
             Ok(match g.verdict {
                 Verdict::Admitted(after, _) => Preview {
@@ -2342,12 +2305,13 @@ impl Ledgers {
         self.authorize(actor, id, Action::Read).await?;
         let row = self.row(id).await?;
         let filter = filter_of(&row)?;
-        let state = self.state(&row).await?;
+        let composed = self.compositions.at_least(&row).await?;
         let budget = budget_of(&row)?;
         let stated = stated_budget(&row)?;
         let statement = statement_of(&row, &filter)?;
         let relation = relation_of(&row)?;
-        let cost = admission::Cost::light_if(state.is_analytic());
+        let state = composed.state.clone().ok();
+        let cost = admission::Cost::light_if(state.as_ref().is_none_or(|s| s.is_analytic()));
         let reports = self.reports.clone();
         blocking(&self.admission, cost, move || {
             let report = reports.get(&filter, &stated, relation, &opts);
@@ -2355,10 +2319,23 @@ impl Ledgers {
                 delta_slack: budget.delta_slack(),
                 ..opts
             };
-            let exact = state.guarantee().ok().map(|g| ExactComposition {
-                valid_only_if: EXACT_ONLY_IF,
-                report: Report::build(g.as_ref(), relation, state.invocations(), &exact_opts),
-            });
+            let exact = match &state {
+                Some(state) => match state.guarantee() {
+                    Ok(g) => Some(ExactComposition {
+                        valid_only_if: EXACT_ONLY_IF,
+                        version: composed.version,
+                        report: Report::build(
+                            g.as_ref(),
+                            relation,
+                            state.invocations(),
+                            &exact_opts,
+                        ),
+                    }),
+                    Err(e @ AccountantError::Stopped(_)) => return Err(e.into()),
+                    Err(_) => None,
+                },
+                None => None,
+            };
             Ok(DatasetReport {
                 report,
                 statement,

@@ -22,13 +22,15 @@ use super::filter::{Gate, Verdict};
 use super::input::{MultiChargeRequest, Target};
 use super::partition::{self, BlockSelector, Partitioning, MAX_BLOCKS};
 use super::{
-    admission, audit, blocking, budget_of, cost_of, exact_with, filter_of, grid_step_of, quotas,
+    admission, audit, blocking, budget_of, engine_of, filter_of, gate_cost, grid_step_of, quotas,
     rejection, relation_of, unchanged, unit_delta, view, Action, Actor, CertificateView, Certified,
     ChargeOutcome, LedgerError, Ledgers,
 };
 use crate::accountant::certificate::Certificate;
 use crate::accountant::composition::Composition;
 use crate::accountant::json::JsonPath;
+use crate::accountant::params::GridStep;
+use crate::accountant::NeighboringRelation;
 use crate::store::{DatasetRow, EntryRow, LedgerAppend, QuotaRow, SharedBody, StoreError};
 use serde::Serialize;
 use serde_json::Value;
@@ -145,7 +147,8 @@ struct Part {
     /// A new block: its parent's id and version (its row and quotas were copied at it; see
     /// [`crate::store::LedgerAppend::hold`]) and its quota rows, nothing spent.
     new: Option<((String, i64), Vec<QuotaRow>)>,
-    base: Arc<Composition>,
+    /// The ledger's relation and grid step.
+    engine: (NeighboringRelation, GridStep),
 }
 
 /// The first row of block `name` of `parent`: the dataset's per-block budget, relation and grid.
@@ -332,9 +335,22 @@ impl Ledgers {
             req.idempotency_key.as_ref(),
         );
         let key = key.as_ref();
-        // In id order (see the module docs).
-        let mut guards = Vec::with_capacity(ledgers.len());
+        // A new block copies its dataset's quotas: its creation also takes the dataset's lock,
+        // so a quota change in this process waits for it instead of starting over behind every
+        // block created meanwhile. In id order (see the module docs): a dataset's id sorts
+        // before its blocks'.
+        let mut ids: std::collections::BTreeSet<&str> =
+            ledgers.keys().map(String::as_str).collect();
         for id in ledgers.keys() {
+            if let Some((parent, _)) = super::partition::split_block_id(id) {
+                let known = self.gates.lock().expect("gate inputs").get(id).is_some();
+                if !known && self.store.get_dataset(id).await?.is_none() {
+                    ids.insert(parent);
+                }
+            }
+        }
+        let mut guards = Vec::with_capacity(ids.len());
+        for id in ids {
             guards.push(self.lock(id).await?);
         }
         let event_json = req.event.to_json();
@@ -375,9 +391,6 @@ impl Ledgers {
         actor: &Actor,
         ledgers: &BTreeMap<String, Resolved>,
     ) -> Result<Option<Vec<Part>>, LedgerError> {
-        // Empty blocks of one (relation, grid step) share one empty state, so their exact
-        // compositions are computed once (see `try_many`).
-        let mut empty: HashMap<(String, u64), Arc<Composition>> = HashMap::new();
         // The parents of new blocks, with their quotas, read once per attempt.
         let mut parents: HashMap<String, (DatasetRow, Vec<QuotaRow>)> = HashMap::new();
         let mut parts = Vec::with_capacity(ledgers.len());
@@ -410,19 +423,7 @@ impl Ledgers {
             };
             let exists = new.is_none();
             let (gate, quota_row) = Self::gate_for(&row, &quotas, &actor.principal.name)?;
-            let base = if exists {
-                let (version, base) = self.state_and_version(&row).await?;
-                if version != row.version {
-                    return Ok(None);
-                }
-                base
-            } else {
-                let (relation, h) = (relation_of(&row)?, grid_step_of(&row)?);
-                empty
-                    .entry((row.neighboring_relation.clone(), h.get().to_bits()))
-                    .or_insert_with(|| Arc::new(Composition::new(relation, h)))
-                    .clone()
-            };
+            let engine = engine_of(&row)?;
             parts.push(Part {
                 id: id.clone(),
                 spec: spec.clone(),
@@ -431,7 +432,7 @@ impl Ledgers {
                 gate,
                 quota_row,
                 new,
-                base,
+                engine,
             });
         }
         Ok(Some(parts))
@@ -451,15 +452,11 @@ impl Ledgers {
         let event_of = |p: &Part| p.spec.event.clone();
         let cost = admission::Cost::light_if(parts.iter().all(|p| {
             let e = p.spec.event.as_deref().unwrap_or(&req.event);
-            cost_of(&p.base, e) == admission::Cost::Light
+            gate_cost(e, p.engine, &p.gate.budget, req.delta) == admission::Cost::Light
         }));
-        let inputs: Vec<(
-            Gate,
-            Arc<Composition>,
-            Option<Arc<crate::accountant::Event>>,
-        )> = parts
+        let inputs: Vec<GateInput> = parts
             .iter()
-            .map(|p| (p.gate.clone(), p.base.clone(), event_of(p)))
+            .map(|p| (p.gate.clone(), p.engine, event_of(p)))
             .collect();
         let (event, own) = (req.event.clone(), req.delta);
         let gated = blocking(&self.admission, cost, move || {
@@ -474,7 +471,7 @@ impl Ledgers {
                 .map_or_else(|| event_json.clone(), |e| e.to_json())
         };
         // The first refusal, in id order, is the answer; nothing is written to any ledger.
-        for (p, (unit, verdict, _)) in parts.iter().zip(&gated) {
+        for (p, (unit, verdict)) in parts.iter().zip(&gated) {
             if let Verdict::Rejected(by, why) = verdict {
                 let mut r = rejection(&p.gate, *unit, by.clone(), *why);
                 r.dataset_id = Some(p.id.clone());
@@ -525,7 +522,7 @@ impl Ledgers {
         let ts = super::now();
         let charge_id = uuid::Uuid::now_v7().to_string();
         let mut ledgers = Vec::with_capacity(parts.len());
-        for (p, (unit, verdict, _)) in parts.iter().zip(&gated) {
+        for (p, (unit, verdict)) in parts.iter().zip(&gated) {
             let Verdict::Admitted(after, _) = verdict else {
                 unreachable!("every refusal returned above")
             };
@@ -561,20 +558,13 @@ impl Ledgers {
         // The response is stored once; every ledger's entry refers to it.
         let shared = SharedBody::new(body.to_string());
         let stored = serde_json::json!({ SHARED_BODY: shared.digest }).to_string();
-        // States with one base share one serialisation.
-        let mut bytes: HashMap<usize, Arc<Vec<u8>>> = HashMap::new();
-        let mut empty_bytes: HashMap<usize, Arc<Vec<u8>>> = HashMap::new();
+        // New blocks of one (relation, grid step) share one serialised empty composition.
+        let mut empty_bytes: HashMap<(NeighboringRelation, u64), Arc<Vec<u8>>> = HashMap::new();
         let mut items = Vec::with_capacity(parts.len());
-        let mut states = Vec::with_capacity(parts.len());
-        for (p, (unit, verdict, exact)) in parts.iter().zip(gated) {
+        for (p, (unit, verdict)) in parts.iter().zip(gated) {
             let Verdict::Admitted(after, share_after) = verdict else {
                 unreachable!("every refusal returned above")
             };
-            let (state, exact_mu) = exact;
-            let state_bytes = bytes
-                .entry(Arc::as_ptr(&state) as usize)
-                .or_insert_with(|| Arc::new(state.to_bytes()))
-                .clone();
             let entry = EntryRow {
                 seq: p.row.version + 1,
                 charge_id: Some(charge_id.clone()),
@@ -604,7 +594,6 @@ impl Ledgers {
                 .done();
             let update = crate::store::DatasetUpdate {
                 charges: p.row.charges + 1,
-                exact_mu,
                 quotas: {
                     // A new block's rows, all of them; else the one the unit was charged to.
                     let mut rows = p.new.as_ref().map(|n| n.1.clone()).unwrap_or_default();
@@ -619,20 +608,19 @@ impl Ledgers {
                 ..unchanged(&p.row, &after, ts.clone())
             };
             let create = (!p.exists).then(|| {
+                let (relation, h) = p.engine;
                 let empty = empty_bytes
-                    .entry(Arc::as_ptr(&p.base) as usize)
-                    .or_insert_with(|| Arc::new(p.base.to_bytes()))
+                    .entry((relation, h.get().to_bits()))
+                    .or_insert_with(|| Arc::new(Composition::new(relation, h).to_bytes()))
                     .clone();
                 (p.row.clone(), empty)
             });
-            states.push(state);
             items.push(LedgerAppend {
                 id: p.id.clone(),
                 expected_version: p.row.version,
                 create,
                 entry,
                 update,
-                state: Some(state_bytes),
                 hold: p.new.as_ref().map(|n| n.0.clone()),
                 blocks: None,
             });
@@ -640,9 +628,11 @@ impl Ledgers {
         let result = self.store.append_many(&items, Some(&shared)).await;
         match result {
             Ok(()) => {
-                for (it, state) in items.iter().zip(states) {
+                for (it, p) in items.iter().zip(&parts) {
                     let v = it.expected_version;
-                    self.keep(&it.id, v, &it.update, Some(state), &Ok(v + 1));
+                    self.keep(&it.id, v, &it.update, &Ok(v + 1));
+                    let e = p.spec.event.as_deref().unwrap_or(&req.event);
+                    self.composed_later(&it.id, v + 1, super::analytic(e, p.engine.0));
                 }
                 Ok(Some(ChargeOutcome {
                     created: true,
@@ -914,24 +904,24 @@ fn first_id(items: &[LedgerAppend]) -> String {
     items.first().map(|i| i.id.clone()).unwrap_or_default()
 }
 
-/// Certifies `event` once per (relation, grid step) and gates it on every ledger; for those
-/// admitted, the exact composition with the unit (computed once per distinct base state) and
-/// its μ at the ledger's budget δ.
-#[allow(clippy::type_complexity)]
+/// What [`gate_all`] gates on one ledger: its gate, relation and grid step, and its own event if
+/// it has one.
+type GateInput = (
+    Gate,
+    (NeighboringRelation, GridStep),
+    Option<Arc<crate::accountant::Event>>,
+);
+
+/// Certifies `event` once per (relation, grid step) and gates it on every ledger.
 fn gate_all(
     event: &crate::accountant::Event,
     own: Option<f64>,
-    inputs: &[(
-        Gate,
-        Arc<Composition>,
-        Option<Arc<crate::accountant::Event>>,
-    )],
-) -> Result<Vec<(Certificate, Verdict, (Arc<Composition>, Option<f64>))>, LedgerError> {
+    inputs: &[GateInput],
+) -> Result<Vec<(Certificate, Verdict)>, LedgerError> {
     // One certification cache per distinct event (the request's, and each dataset's own).
     let mut certified: HashMap<usize, Certified> = HashMap::new();
-    let mut exact: HashMap<(usize, u64, usize), (Arc<Composition>, Option<f64>)> = HashMap::new();
     let mut out = Vec::with_capacity(inputs.len());
-    for (gate, base, own_event) in inputs {
+    for (gate, (relation, h), own_event) in inputs {
         let (event, which, path) = match own_event {
             Some(e) => (
                 &**e,
@@ -941,30 +931,12 @@ fn gate_all(
             None => (event, 0, JsonPath::root().field("event")),
         };
         let rule = unit_delta(&gate.budget, own);
-        let candidates = certified.entry(which).or_default().get(
-            event,
-            base.relation(),
-            base.grid_step(),
-            rule,
-            &path,
-        )?;
+        let candidates = certified
+            .entry(which)
+            .or_default()
+            .get(event, *relation, *h, rule, &path)?;
         let (verdict, unit) = gate.admits_first(candidates);
-        let state = if verdict.admitted() {
-            let delta = gate.budget.delta();
-            let k = (Arc::as_ptr(base) as usize, delta.to_bits(), which);
-            match exact.get(&k) {
-                Some(s) => s.clone(),
-                None => {
-                    let (c, mu) = exact_with(base, event, delta)?;
-                    let s = (Arc::new(c), mu);
-                    exact.insert(k, s.clone());
-                    s
-                }
-            }
-        } else {
-            (base.clone(), None)
-        };
-        out.push((unit, verdict, state));
+        out.push((unit, verdict));
     }
     Ok(out)
 }

@@ -300,7 +300,7 @@ impl Ledgers {
             entry.request_hash = Some(req.request_hash.clone());
             entry.response = Some(serde_json::to_string(&view).map_err(internal)?);
             if !partitioned {
-                if self.append(id, row.version, &entry, &update, None).await? {
+                if self.append(id, row.version, &entry, &update).await? {
                     return Ok(view);
                 }
                 continue;
@@ -313,7 +313,6 @@ impl Ledgers {
                 create: None,
                 entry,
                 update,
-                state: None,
                 hold: None,
                 // Blocks created meanwhile copied the quotas before this change: start over.
                 blocks: Some(blocks.len() as i64),
@@ -334,7 +333,6 @@ impl Ledgers {
                     create: None,
                     entry,
                     update,
-                    state: None,
                     hold: None,
                     blocks: None,
                 });

@@ -41,7 +41,6 @@ use crate::accountant::{AccountantError, Event};
 use crate::store::{DatasetUpdate, EntryRow, Settle};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::sync::Arc;
 
 /// A declared run and its progress.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -297,7 +296,7 @@ impl Ledgers {
                     .after(&view)
                     .done(),
             );
-            if self.append(id, row.version, &entry, &update, None).await? {
+            if self.append(id, row.version, &entry, &update).await? {
                 return Ok((view, true));
             }
         }
@@ -571,7 +570,7 @@ impl Ledgers {
                 from: status.clone(),
                 to: new_status.to_owned(),
             });
-            let mut state = None;
+            let mut joins = false;
             if how == SettleKind::Start {
                 // Still counted, and not yet part of the exact composition.
             } else if release {
@@ -596,23 +595,8 @@ impl Ledgers {
                     update.quotas = vec![super::quotas::charged(q, &s.without(&unit), &ts)];
                 }
             } else {
-                // The committed unit joins the exact composition (display only).
-                let base = self.state(&row).await?;
-                let event = charge
-                    .event
-                    .as_deref()
-                    .and_then(|t| serde_json::from_str::<Value>(t).ok())
-                    .ok_or_else(|| LedgerError::Corrupt(id.to_owned(), "charge event".into()))?;
-                let event = super::input::parse_event(&event, &JsonPath::root().field("event"))
-                    .map_err(|e| LedgerError::Corrupt(id.to_owned(), e.to_string()))?;
-                let delta = budget_of(&row)?.delta();
-                let cost = super::cost_of(&base, &event);
-                let (s, mu) = blocking(&self.admission, cost, move || {
-                    exact_with(&base, &event, delta)
-                })
-                .await?;
-                update.exact_mu = mu;
-                state = Some(Arc::new(s));
+                // The committed unit joins the exact composition (a report, composed later).
+                joins = true;
             }
             let mut settled = super::charge_view(&charge);
             settled.status = new_status.to_owned();
@@ -663,7 +647,10 @@ impl Ledgers {
                     )
                     .done(),
             );
-            if self.append(id, row.version, &entry, &update, state).await? {
+            if self.append(id, row.version, &entry, &update).await? {
+                if joins {
+                    self.composed_later(id, row.version + 1, false);
+                }
                 return Ok(body);
             }
         }

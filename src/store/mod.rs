@@ -1,11 +1,12 @@
 //! Persistence: the ledger's storage contract and its implementations.
 //!
-//! The ledger is append-only: a dataset row (budget, running summary, the composed state and a
-//! `version` = number of entries) and its entries (charges and budget changes). [`Store::append`]
-//! is the one write that matters: in a single transaction it bumps the version *only if* it still
-//! equals the version the caller gated on (compare-and-swap), inserts the entry (unique on
-//! `(dataset_id, idempotency_key)`), and stores the new composed state. A charge is acknowledged only
-//! after that transaction commits.
+//! The ledger is append-only: a dataset row (budget, the filter's sums, a snapshot of the exact
+//! composition and a `version` = number of entries) and its entries (charges and budget changes).
+//! [`Store::append`] is the one write that matters: in a single transaction it bumps the version
+//! *only if* it still equals the version the caller gated on (compare-and-swap), inserts the entry
+//! (unique on `(dataset_id, idempotency_key)`) and updates the sums: a few hundred bytes, whatever
+//! the ledger holds. A charge is acknowledged only after that transaction commits. Snapshots of the
+//! composition are written apart from appends ([`Store::put_snapshot`]).
 //!
 //! # Schema versions
 //! Both stores keep `schema_version` and apply [`MIGRATIONS`] in order on start (a fresh database
@@ -43,9 +44,16 @@
 //! Version 9 adds `datasets.states_from`: the first version whose audit record states the ledger's
 //! state ([`LedgerState`]); migrated ledgers get their next version, new ones 0. A ledger at or past
 //! it must have a state record, so deleting its chain does not hide a changed row.
+//! Version 10 takes the exact composition off the write path: no append writes `state` or
+//! `exact_mu` any more. The composition is a snapshot — at `state_seq` (the version it describes:
+//! every charge committed at or before it; migrated ledgers get their version, whose composition
+//! `state` held) — written now and then by the ledger outside any append ([`Store::put_snapshot`]),
+//! in parts of at most [`SNAPSHOT_PART_BYTES`] (`snapshot_parts`, under a random `snapshot`
+//! token), so no single write holds SQLite's writer for long; `state` keeps the snapshot of
+//! ledgers none was written for since.
 
 /// The schema version this release writes (the last of [`MIGRATIONS`]).
-pub const LATEST: i64 = 9;
+pub const LATEST: i64 = 10;
 
 /// Schema migrations after version 1, as (version, statements); the SQL is portable between
 /// SQLite and PostgreSQL (`REAL` is `float4` in PostgreSQL, so `DOUBLE PRECISION` is spelt out
@@ -206,7 +214,29 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "UPDATE datasets SET states_from = version + 1",
         ],
     ),
+    (
+        10,
+        &[
+            "ALTER TABLE datasets ADD COLUMN state_seq {I} NOT NULL DEFAULT 0",
+            // Every append until now stored the composition at its version.
+            "UPDATE datasets SET state_seq = version",
+            "ALTER TABLE datasets ADD COLUMN snapshot TEXT",
+            "ALTER TABLE datasets ADD COLUMN snapshot_parts {I}",
+            "CREATE TABLE IF NOT EXISTS snapshot_parts (
+                dataset_id TEXT NOT NULL,
+                token TEXT NOT NULL,
+                seq {I} NOT NULL,
+                part {I} NOT NULL,
+                bytes {BLOB} NOT NULL,
+                PRIMARY KEY (dataset_id, token, part)
+            )",
+        ],
+    ),
 ];
+
+/// Bytes of one part of a snapshot ([`Store::put_snapshot`]): a write of this size takes SQLite's
+/// writer for about as long as a group of small appends.
+pub const SNAPSHOT_PART_BYTES: usize = 256 << 10;
 
 #[cfg(test)]
 #[test]
@@ -228,8 +258,8 @@ pub fn refuse_newer(current: Option<i64>, upto: i64) -> Result<(), StoreError> {
     }
 }
 
-/// A migration statement with the store's float, integer and auto-increment key type names, its
-/// byte-wise collation (SQLite `BINARY`, PostgreSQL `"C"`), and each `{J:column:key}` replaced by
+/// A migration statement with the store's float, integer, auto-increment key and byte-string
+/// type names, its byte-wise collation (SQLite `BINARY`, PostgreSQL `"C"`), and each `{J:column:key}` replaced by
 /// `json(column, key)`: the number at `key` (a dotted path) of the JSON text in `column`, NULL
 /// where it has none.
 pub fn migration_sql(
@@ -237,6 +267,7 @@ pub fn migration_sql(
     float: &str,
     int: &str,
     serial: &str,
+    blob: &str,
     bytes: &str,
     json: fn(&str, &str) -> String,
 ) -> String {
@@ -244,6 +275,7 @@ pub fn migration_sql(
         .replace("{F}", float)
         .replace("{I}", int)
         .replace("{SERIAL}", serial)
+        .replace("{BLOB}", blob)
         .replace("{C}", bytes);
     while let Some(start) = s.find("{J:") {
         let end = start + s[start..].find('}').expect("a closed {J:…} placeholder");
@@ -261,6 +293,7 @@ fn json_placeholders_are_replaced_per_store() {
         "SELECT {J:a.b:mu}, {J:c:delta} {F}",
         "REAL",
         "INTEGER",
+        "",
         "",
         "",
         |c, k| format!("j({c},{k})"),
@@ -330,12 +363,12 @@ pub mod sql {
         mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at) \
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     /// The append's compare-and-swap: every field of [`super::DatasetUpdate`] assigned (what
-    /// [`super::DatasetUpdate::applied`] mirrors), the state kept when NULL, the version moved
-    /// by one, only at the expected version.
+    /// [`super::DatasetUpdate::applied`] mirrors), the version moved by one, only at the expected
+    /// version. The composition's snapshot is not touched ([`SNAPSHOT_SET`]).
     pub const APPEND_UPDATE: &str = "UPDATE datasets SET version = version + 1, budget_mu = ?, \
         budget_delta = ?, mu_max = ?, delta_max = ?, charges = ?, mu_spent = ?, \
-        mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, units = ?, exact_mu = ?, \
-        reserved = ?, state = COALESCE(?, state), updated_at = ? WHERE id = ? AND version = ?";
+        mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, units = ?, \
+        reserved = ?, updated_at = ? WHERE id = ? AND version = ?";
     pub const DATASET_EXISTS: &str = "SELECT 1 FROM datasets WHERE id = ?";
     /// [`super::LedgerAppend::hold`]: changes nothing, but only at the held version, and (on
     /// PostgreSQL) locks the row until the transaction ends.
@@ -395,8 +428,8 @@ pub mod sql {
         () => {
             "id, description, neighboring_relation, budget_mu, budget_delta, grid_step, version, \
              charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, \
-             mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, \
-             updated_at"
+             mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, state_seq, \
+             created_at, updated_at"
         };
     }
     macro_rules! entry_columns {
@@ -413,7 +446,24 @@ pub mod sql {
     }
     pub const DATASET_GET: &str =
         concat!("SELECT ", dataset_columns!(), " FROM datasets WHERE id = ?");
-    pub const STATE_GET: &str = "SELECT version, state FROM datasets WHERE id = ?";
+    /// Where a dataset's snapshot is: its seq, and the token and count of its parts, or (no
+    /// token) its bytes in `state`.
+    pub const SNAPSHOT_GET: &str = "SELECT state_seq, snapshot, snapshot_parts, \
+        CASE WHEN snapshot IS NULL THEN state END AS state FROM datasets WHERE id = ?";
+    pub const SNAPSHOT_PARTS: &str =
+        "SELECT bytes FROM snapshot_parts WHERE dataset_id = ? AND token = ? ORDER BY part";
+    pub const SNAPSHOT_PART_INSERT: &str = "INSERT INTO snapshot_parts (dataset_id, token, seq, \
+        part, bytes) VALUES (?, ?, ?, ?, ?)";
+    /// Points the dataset at a newer snapshot (only newer: two writers of one seq, or an older
+    /// one finishing late, change nothing), emptying `state`, with the composition's μ.
+    pub const SNAPSHOT_SET: &str = "UPDATE datasets SET state_seq = ?, snapshot = ?, \
+        snapshot_parts = ?, state = ?, exact_mu = ? WHERE id = ? AND state_seq < ?";
+    /// Parts of snapshots older than the one in force (the newest is never dropped: a writer of
+    /// a newer one drops nothing of it, and a writer whose snapshot lost drops only its own).
+    pub const SNAPSHOT_DROP_BEFORE: &str =
+        "DELETE FROM snapshot_parts WHERE dataset_id = ? AND seq < ?";
+    pub const SNAPSHOT_DROP_TOKEN: &str =
+        "DELETE FROM snapshot_parts WHERE dataset_id = ? AND token = ?";
     /// A page of datasets after an id (not blocks); with a principal, only those it has a grant
     /// on.
     pub const DATASET_LIST: &str = concat!(
@@ -525,6 +575,7 @@ macro_rules! row_decoders {
                 cap_delta: r.get("cap_delta"),
                 statement_unknown: r.get("statement_unknown"),
                 states_from: r.get("states_from"),
+                state_seq: r.get("state_seq"),
                 created_at: r.get("created_at"),
                 updated_at: r.get("updated_at"),
             }
@@ -664,6 +715,8 @@ pub struct DatasetRow {
     pub statement_unknown: Option<String>,
     /// The first version whose audit record states the ledger's state (`None`: not known).
     pub states_from: Option<i64>,
+    /// The version the stored snapshot of the exact composition (and `exact_mu`) describes.
+    pub state_seq: i64,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -798,7 +851,6 @@ pub struct DatasetUpdate {
     pub mu_sq_spent: f64,
     pub delta_spent: f64,
     pub units: i64,
-    pub exact_mu: Option<f64>,
     /// Open reservations after the entry.
     pub reserved: i64,
     /// A start, commit or release: the charge whose status moves, in the same transaction (the
@@ -828,7 +880,6 @@ impl DatasetUpdate {
             mu_sq_spent: Some(self.mu_sq_spent),
             delta_spent: Some(self.delta_spent),
             units: Some(self.units),
-            exact_mu: self.exact_mu,
             reserved: Some(self.reserved),
             updated_at: self.updated_at.clone(),
             ..row.clone()
@@ -1118,6 +1169,20 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// A snapshot read in parts: its bytes, or [`StoreError::VersionConflict`] when not all of its
+/// `expected` parts were there (a newer snapshot replaced it and its parts were dropped between
+/// the two reads: the caller reads again).
+pub(crate) fn snapshot_of(
+    seq: i64,
+    parts: Vec<Vec<u8>>,
+    expected: Option<i64>,
+) -> Result<Option<(i64, Vec<u8>)>, StoreError> {
+    if Some(parts.len() as i64) != expected {
+        return Err(StoreError::VersionConflict);
+    }
+    Ok(Some((seq, parts.concat())))
+}
+
 /// The ids of `parent`'s blocks are exactly those in `[parent@, parentA)` ('A' follows '@', and
 /// '@' is the first character after `parent` in every block id).
 pub fn block_id_range(parent: &str) -> (String, String) {
@@ -1150,8 +1215,6 @@ pub struct LedgerAppend {
     pub create: Option<(DatasetRow, std::sync::Arc<Vec<u8>>)>,
     pub entry: EntryRow,
     pub update: DatasetUpdate,
-    /// The new composed state (ledgers with the same base share one).
-    pub state: Option<std::sync::Arc<Vec<u8>>>,
     /// A ledger this item was derived from without changing it (a new block's parent, whose
     /// budget and quotas the block copies): its version must still be this one at commit, else
     /// [`StoreError::VersionConflict`]. On PostgreSQL its row is locked in the same increasing id
@@ -1215,8 +1278,64 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<DatasetRow>, StoreError>;
     /// One dataset.
     async fn get_dataset(&self, id: &str) -> Result<Option<DatasetRow>, StoreError>;
-    /// The stored composed state and the version it belongs to.
-    async fn get_state(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError>;
+    /// The dataset's snapshot of its exact composition: the seq it describes and its bytes
+    /// (`None`: no such dataset). [`StoreError::VersionConflict`] when its parts were replaced
+    /// while being read (a newer snapshot: read again).
+    async fn get_snapshot(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError>;
+    /// One part of a snapshot being written ([`Store::put_snapshot`]), in a transaction of its own.
+    async fn put_snapshot_part(
+        &self,
+        id: &str,
+        token: &str,
+        seq: i64,
+        part: i64,
+        bytes: &[u8],
+    ) -> Result<(), StoreError>;
+    /// Makes the snapshot under `token` (`parts` parts, describing `seq`, μ `exact_mu`) the
+    /// dataset's, if it is newer than its own; whether it did.
+    async fn set_snapshot(
+        &self,
+        id: &str,
+        token: &str,
+        seq: i64,
+        parts: i64,
+        exact_mu: Option<f64>,
+    ) -> Result<bool, StoreError>;
+    /// Drops the parts of snapshots older than `seq` (`token` None) or those under `token`.
+    async fn drop_snapshot_parts(
+        &self,
+        id: &str,
+        seq: i64,
+        token: Option<&str>,
+    ) -> Result<(), StoreError>;
+    /// Stores `bytes` as the dataset's snapshot at `seq` (with its μ), if newer than the one it
+    /// has: in parts of [`SNAPSHOT_PART_BYTES`], each its own small transaction, then one that
+    /// points the dataset at them, then older parts dropped. Never part of an append, and never
+    /// under a dataset's lock: a charge does not wait for it. Parts are under a random token, so
+    /// two writers (replicas) never mix their parts; a reader that finds the parts replaced
+    /// reads again. Whether the snapshot became the dataset's.
+    async fn put_snapshot(
+        &self,
+        id: &str,
+        seq: i64,
+        bytes: &[u8],
+        exact_mu: Option<f64>,
+    ) -> Result<bool, StoreError> {
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let mut parts = 0;
+        for chunk in bytes.chunks(SNAPSHOT_PART_BYTES) {
+            self.put_snapshot_part(id, &token, seq, parts, chunk)
+                .await?;
+            parts += 1;
+        }
+        let set = self.set_snapshot(id, &token, seq, parts, exact_mu).await?;
+        if set {
+            self.drop_snapshot_parts(id, seq, None).await?;
+        } else {
+            self.drop_snapshot_parts(id, seq, Some(&token)).await?;
+        }
+        Ok(set)
+    }
     /// Datasets ordered by id, strictly after `after`; with `grantee`, only those it holds a
     /// grant on.
     async fn list_datasets(
@@ -1251,15 +1370,13 @@ pub trait Store: Send + Sync {
         limit: i64,
     ) -> Result<Vec<EntryRow>, StoreError>;
     /// Atomically: if the dataset's version is `expected_version`, append `entry` as seq
-    /// `expected_version + 1`, apply `update`, store `state` (if given; budget changes keep the
-    /// state), and bump the version. Returns the seq.
+    /// `expected_version + 1`, apply `update`, and bump the version. Returns the seq.
     async fn append(
         &self,
         id: &str,
         expected_version: i64,
         entry: &EntryRow,
         update: &DatasetUpdate,
-        state: Option<&[u8]>,
     ) -> Result<i64, StoreError>;
     /// [`Store::append`], queued now, its outcome once durable: the write is ordered after every
     /// write queued before it and before every later one, so a caller may queue the append at the
@@ -1272,7 +1389,6 @@ pub trait Store: Send + Sync {
         _expected_version: i64,
         _entry: &EntryRow,
         _update: &DatasetUpdate,
-        _state: Option<&[u8]>,
     ) -> Option<PendingAppend> {
         None
     }

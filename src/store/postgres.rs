@@ -157,6 +157,7 @@ async fn migrate(conn: &mut sqlx::PgConnection, upto: i64) -> Result<(), StoreEr
                 "DOUBLE PRECISION",
                 "BIGINT",
                 "BIGSERIAL PRIMARY KEY",
+                "BYTEA",
                 "\"C\"",
                 |column, key| {
                     let path = key.split('.').collect::<Vec<_>>().join(",");
@@ -228,7 +229,6 @@ async fn append_in(
     expected_version: i64,
     entry: &EntryRow,
     update: &DatasetUpdate,
-    state: Option<&[u8]>,
 ) -> Result<i64, StoreError> {
     let res = sqlx::query(&sql::numbered(sql::APPEND_UPDATE))
         .bind(update.budget_mu)
@@ -241,9 +241,7 @@ async fn append_in(
         .bind(update.mu_sq_spent)
         .bind(update.delta_spent)
         .bind(update.units)
-        .bind(update.exact_mu)
         .bind(update.reserved)
-        .bind(state)
         .bind(&update.updated_at)
         .bind(id)
         .bind(expected_version)
@@ -461,13 +459,87 @@ impl Store for PostgresStore {
         Ok(row.as_ref().map(dataset_from_row))
     }
 
-    async fn get_state(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError> {
-        let row = sqlx::query(&sql::numbered(sql::STATE_GET))
+    async fn get_snapshot(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError> {
+        let Some(row) = sqlx::query(&sql::numbered(sql::SNAPSHOT_GET))
             .bind(id)
             .fetch_optional(&self.pool)
             .await
+            .map_err(unavailable)?
+        else {
+            return Ok(None);
+        };
+        let seq: i64 = row.get("state_seq");
+        let Some(token) = row.get::<Option<String>, _>("snapshot") else {
+            return Ok(Some((seq, row.get("state"))));
+        };
+        let parts: Vec<Vec<u8>> = sqlx::query_scalar(&sql::numbered(sql::SNAPSHOT_PARTS))
+            .bind(id)
+            .bind(&token)
+            .fetch_all(&self.pool)
+            .await
             .map_err(unavailable)?;
-        Ok(row.map(|r| (r.get("version"), r.get("state"))))
+        super::snapshot_of(seq, parts, row.get("snapshot_parts"))
+    }
+
+    async fn put_snapshot_part(
+        &self,
+        id: &str,
+        token: &str,
+        seq: i64,
+        part: i64,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        sqlx::query(&sql::numbered(sql::SNAPSHOT_PART_INSERT))
+            .bind(id)
+            .bind(token)
+            .bind(seq)
+            .bind(part)
+            .bind(bytes)
+            .execute(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn set_snapshot(
+        &self,
+        id: &str,
+        token: &str,
+        seq: i64,
+        parts: i64,
+        exact_mu: Option<f64>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(&sql::numbered(sql::SNAPSHOT_SET))
+            .bind(seq)
+            .bind(token)
+            .bind(parts)
+            .bind(&[] as &[u8])
+            .bind(exact_mu)
+            .bind(id)
+            .bind(seq)
+            .execute(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn drop_snapshot_parts(
+        &self,
+        id: &str,
+        seq: i64,
+        token: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let stmt = sql::numbered(match token {
+            None => sql::SNAPSHOT_DROP_BEFORE,
+            Some(_) => sql::SNAPSHOT_DROP_TOKEN,
+        });
+        let q = sqlx::query(&stmt).bind(id);
+        let q = match token {
+            None => q.bind(seq),
+            Some(t) => q.bind(t),
+        };
+        q.execute(&self.pool).await.map_err(unavailable)?;
+        Ok(())
     }
 
     async fn list_datasets(
@@ -575,10 +647,9 @@ impl Store for PostgresStore {
         expected_version: i64,
         entry: &EntryRow,
         update: &DatasetUpdate,
-        state: Option<&[u8]>,
     ) -> Result<i64, StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let seq = append_in(&mut tx, id, expected_version, entry, update, state).await?;
+        let seq = append_in(&mut tx, id, expected_version, entry, update).await?;
         tx.commit().await.map_err(unavailable)?;
         Ok(seq)
     }
@@ -616,15 +687,7 @@ impl Store for PostgresStore {
                     .await
                     .map_err(unavailable)?;
             }
-            append_in(
-                &mut tx,
-                &it.id,
-                it.expected_version,
-                &it.entry,
-                &it.update,
-                it.state.as_deref().map(Vec::as_slice),
-            )
-            .await?;
+            append_in(&mut tx, &it.id, it.expected_version, &it.entry, &it.update).await?;
             if let Some(n) = it.blocks {
                 let (lo, hi) = super::block_id_range(&it.id);
                 let count: i64 = sqlx::query_scalar(&sql::block_count_sql(true))

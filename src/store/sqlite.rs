@@ -81,7 +81,6 @@ fn append_in(
     expected_version: i64,
     entry: &EntryRow,
     update: &DatasetUpdate,
-    state: Option<&[u8]>,
 ) -> Result<i64, StoreError> {
     let u = update;
     let changed = exec(
@@ -98,9 +97,7 @@ fn append_in(
             u.mu_sq_spent,
             u.delta_spent,
             u.units,
-            u.exact_mu,
             u.reserved,
-            state,
             u.updated_at,
             id,
             expected_version
@@ -226,14 +223,7 @@ fn append_many_in(
         if let Some((row, state)) = &it.create {
             insert_dataset(c, sql::DATASET_INSERT_IF_ABSENT, row, state).map_err(w::unavailable)?;
         }
-        append_in(
-            c,
-            &it.id,
-            it.expected_version,
-            &it.entry,
-            &it.update,
-            it.state.as_deref().map(Vec::as_slice),
-        )?;
+        append_in(c, &it.id, it.expected_version, &it.entry, &it.update)?;
         if let Some(n) = it.blocks {
             let (lo, hi) = super::block_id_range(&it.id);
             let count: i64 = c
@@ -370,6 +360,7 @@ async fn migrate(pool: &SqlitePool, upto: i64) -> Result<(), StoreError> {
                         "REAL",
                         "INTEGER",
                         "INTEGER PRIMARY KEY AUTOINCREMENT",
+                        "BLOB",
                         "BINARY",
                         |column, key| format!("json_extract({column}, '$.{key}')"),
                     ))
@@ -456,13 +447,83 @@ impl Store for SqliteStore {
         Ok(row.as_ref().map(dataset_from_row))
     }
 
-    async fn get_state(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError> {
-        let row = sqlx::query(sql::STATE_GET)
+    async fn get_snapshot(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError> {
+        let Some(row) = sqlx::query(sql::SNAPSHOT_GET)
             .bind(id)
             .fetch_optional(&self.pool)
             .await
+            .map_err(unavailable)?
+        else {
+            return Ok(None);
+        };
+        let seq: i64 = row.get("state_seq");
+        let Some(token) = row.get::<Option<String>, _>("snapshot") else {
+            return Ok(Some((seq, row.get("state"))));
+        };
+        let parts: Vec<Vec<u8>> = sqlx::query_scalar(sql::SNAPSHOT_PARTS)
+            .bind(id)
+            .bind(&token)
+            .fetch_all(&self.pool)
+            .await
             .map_err(unavailable)?;
-        Ok(row.map(|r| (r.get("version"), r.get("state"))))
+        super::snapshot_of(seq, parts, row.get("snapshot_parts"))
+    }
+
+    async fn put_snapshot_part(
+        &self,
+        id: &str,
+        token: &str,
+        seq: i64,
+        part: i64,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        let (id, token, bytes) = (id.to_owned(), token.to_owned(), bytes.to_vec());
+        self.writer
+            .write(move |c| {
+                exec(
+                    c,
+                    sql::SNAPSHOT_PART_INSERT,
+                    params![id, token, seq, part, bytes],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn set_snapshot(
+        &self,
+        id: &str,
+        token: &str,
+        seq: i64,
+        parts: i64,
+        exact_mu: Option<f64>,
+    ) -> Result<bool, StoreError> {
+        let (id, token) = (id.to_owned(), token.to_owned());
+        self.writer
+            .write(move |c| {
+                let empty: &[u8] = &[];
+                let set = params![seq, token, parts, empty, exact_mu, id, seq];
+                Ok(exec(c, sql::SNAPSHOT_SET, set)? == 1)
+            })
+            .await
+    }
+
+    async fn drop_snapshot_parts(
+        &self,
+        id: &str,
+        seq: i64,
+        token: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let (id, token) = (id.to_owned(), token.map(str::to_owned));
+        self.writer
+            .write(move |c| {
+                match &token {
+                    None => exec(c, sql::SNAPSHOT_DROP_BEFORE, params![id, seq])?,
+                    Some(t) => exec(c, sql::SNAPSHOT_DROP_TOKEN, params![id, t])?,
+                };
+                Ok(())
+            })
+            .await
     }
 
     async fn list_datasets(
@@ -570,12 +631,10 @@ impl Store for SqliteStore {
         expected_version: i64,
         entry: &EntryRow,
         update: &DatasetUpdate,
-        state: Option<&[u8]>,
     ) -> Result<i64, StoreError> {
         let (id, entry, update) = (id.to_owned(), entry.clone(), update.clone());
-        let state = state.map(<[u8]>::to_vec);
         self.writer
-            .write(move |c| append_in(c, &id, expected_version, &entry, &update, state.as_deref()))
+            .write(move |c| append_in(c, &id, expected_version, &entry, &update))
             .await
     }
 
@@ -622,13 +681,11 @@ impl Store for SqliteStore {
         expected_version: i64,
         entry: &EntryRow,
         update: &DatasetUpdate,
-        state: Option<&[u8]>,
     ) -> Option<super::PendingAppend> {
         let (id, entry, update) = (id.to_owned(), entry.clone(), update.clone());
-        let state = state.map(<[u8]>::to_vec);
-        let pending = self.writer.queue(move |c| {
-            append_in(c, &id, expected_version, &entry, &update, state.as_deref())
-        })?;
+        let pending = self
+            .writer
+            .queue(move |c| append_in(c, &id, expected_version, &entry, &update))?;
         Some(Box::pin(pending))
     }
 

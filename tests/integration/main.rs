@@ -5,6 +5,7 @@ mod accuracy;
 mod api;
 mod auth;
 mod cli;
+mod compositions;
 mod crash;
 mod filter;
 mod gdp_extremes;

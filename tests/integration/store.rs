@@ -37,6 +37,7 @@ fn dataset(id: &str) -> DatasetRow {
         cap_delta: Some(1e-9),
         statement_unknown: None,
         states_from: Some(0),
+        state_seq: 0,
         created_at: "2026-01-01T00:00:00.000Z".into(),
         updated_at: "2026-01-01T00:00:00.000Z".into(),
     }
@@ -80,7 +81,6 @@ fn update(charges: i64, mu: f64) -> DatasetUpdate {
         mu_sq_spent: mu * mu,
         delta_spent: 0.0,
         units: charges,
-        exact_mu: Some(mu),
         reserved: 0,
         settle: None,
         quotas: Vec::new(),
@@ -124,59 +124,67 @@ async fn contract(store: Arc<dyn Store>) {
         .unwrap()
         .is_none());
     assert_eq!(
-        store.get_state(&id).await.unwrap().unwrap(),
+        store.get_snapshot(&id).await.unwrap().unwrap(),
         (0, b"s0".to_vec())
     );
 
-    // Append: compare-and-swap on the version, the state replaced, the entry numbered.
+    // Append: compare-and-swap on the version, the entry numbered; the snapshot untouched.
     let seq = store
-        .append(&id, 0, &entry(Some("k1")), &update(1, 0.1), Some(b"s1"))
+        .append(&id, 0, &entry(Some("k1")), &update(1, 0.1))
         .await
         .unwrap();
     assert_eq!(seq, 1);
     assert_eq!(
-        store.get_state(&id).await.unwrap().unwrap(),
-        (1, b"s1".to_vec())
+        store.get_snapshot(&id).await.unwrap().unwrap(),
+        (0, b"s0".to_vec())
     );
     let row = store.get_dataset(&id).await.unwrap().unwrap();
     assert_eq!((row.version, row.charges, row.mu_spent), (1, 1, 0.1));
     // A stale version is refused and writes nothing.
     assert_eq!(
-        store
-            .append(&id, 0, &entry(None), &update(2, 0.2), Some(b"x"))
-            .await,
+        store.append(&id, 0, &entry(None), &update(2, 0.2)).await,
         Err(StoreError::VersionConflict)
     );
     // A reused idempotency key is refused and writes nothing (the version stays).
     assert_eq!(
         store
-            .append(&id, 1, &entry(Some("k1")), &update(2, 0.2), Some(b"x"))
+            .append(&id, 1, &entry(Some("k1")), &update(2, 0.2))
             .await,
         Err(StoreError::DuplicateKey)
     );
-    assert_eq!(
-        store.get_state(&id).await.unwrap().unwrap(),
-        (1, b"s1".to_vec())
-    );
-    // Without a state the state is kept (budget changes).
+    // A budget change.
     let mut b = entry(None);
     b.kind = "budget".into();
     b.budget_mu = Some(2.0);
     b.budget_delta = Some(1e-10);
+    assert_eq!(store.append(&id, 1, &b, &update(1, 0.1)).await.unwrap(), 2);
+    // Snapshots: written in parts, only when newer, never by an append.
+    let big: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+    assert!(store.put_snapshot(&id, 2, &big, Some(0.7)).await.unwrap());
+    assert_eq!(
+        store.get_snapshot(&id).await.unwrap().unwrap(),
+        (2, big.clone())
+    );
+    let row = store.get_dataset(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.state_seq, row.exact_mu, row.version),
+        (2, Some(0.7), 2)
+    );
+    assert!(!store.put_snapshot(&id, 1, b"old", Some(0.1)).await.unwrap());
+    assert!(!store
+        .put_snapshot(&id, 2, b"same", Some(0.1))
+        .await
+        .unwrap());
+    assert_eq!(store.get_snapshot(&id).await.unwrap().unwrap(), (2, big));
+    assert!(store.put_snapshot(&id, 3, b"s3", None).await.unwrap());
+    assert_eq!(
+        store.get_snapshot(&id).await.unwrap().unwrap(),
+        (3, b"s3".to_vec())
+    );
+    assert_eq!(store.get_snapshot(&format!("{p}-zz")).await.unwrap(), None);
     assert_eq!(
         store
-            .append(&id, 1, &b, &update(1, 0.1), None)
-            .await
-            .unwrap(),
-        2
-    );
-    assert_eq!(
-        store.get_state(&id).await.unwrap().unwrap(),
-        (2, b"s1".to_vec())
-    );
-    assert_eq!(
-        store
-            .append(&format!("{p}-zz"), 0, &entry(None), &update(1, 0.1), None)
+            .append(&format!("{p}-zz"), 0, &entry(None), &update(1, 0.1))
             .await,
         Err(StoreError::NotFound)
     );
@@ -203,9 +211,9 @@ async fn contract(store: Arc<dyn Store>) {
         q
     };
     let mut before = (store.get_dataset(&qid).await.unwrap().unwrap(), Vec::new());
-    for (n, (quotas, exact, reserved)) in [
-        (vec![quota("zed", 0.5), quota("*", 0.0)], Some(0.25), 1),
-        (vec![quota("zed", 0.25), quota("Amy", 0.125)], None, 0),
+    for (n, (quotas, reserved)) in [
+        (vec![quota("zed", 0.5), quota("*", 0.0)], 1),
+        (vec![quota("zed", 0.25), quota("Amy", 0.125)], 0),
     ]
     .into_iter()
     .enumerate()
@@ -220,7 +228,6 @@ async fn contract(store: Arc<dyn Store>) {
             mu_sq_spent: 0.09,
             delta_spent: 1e-11,
             units: 4,
-            exact_mu: exact,
             reserved,
             quotas,
             updated_at: format!("2026-01-02T00:00:0{n}.000Z"),
@@ -229,7 +236,7 @@ async fn contract(store: Arc<dyn Store>) {
         let mut e = entry(None);
         e.kind = "quota".into();
         let version = before.0.version;
-        store.append(&qid, version, &e, &up, None).await.unwrap();
+        store.append(&qid, version, &e, &up).await.unwrap();
         let expected = up.applied(&before.0, &before.1);
         let now = (
             store.get_dataset(&qid).await.unwrap().unwrap(),
@@ -287,7 +294,7 @@ async fn contract(store: Arc<dyn Store>) {
     let mut r = entry(Some("k3"));
     (r.charge_id, r.status) = (Some("c3".into()), Some("reserved".into()));
     (r.run_id, r.chunk) = (Some("run1".into()), Some(0));
-    assert_eq!(store.append(&id, 2, &r, &update(2, 0.2), None).await, Ok(3));
+    assert_eq!(store.append(&id, 2, &r, &update(2, 0.2)).await, Ok(3));
     let c3 = store.find_charge(&id, "c3").await.unwrap().unwrap();
     assert_eq!((c3.seq, c3.status.as_deref()), (3, Some("reserved")));
     assert!(store.find_charge(&id, "nope").await.unwrap().is_none());
@@ -307,17 +314,17 @@ async fn contract(store: Arc<dyn Store>) {
     // A status moves only from the one the ledger read.
     assert_eq!(
         store
-            .append(&id, 3, &commit, &settle_to("started", "committed"), None)
+            .append(&id, 3, &commit, &settle_to("started", "committed"))
             .await,
         Err(StoreError::VersionConflict)
     );
     let settle = settle_to("reserved", "committed");
-    assert_eq!(store.append(&id, 3, &commit, &settle, None).await, Ok(4));
+    assert_eq!(store.append(&id, 3, &commit, &settle).await, Ok(4));
     let c3 = store.find_charge(&id, "c3").await.unwrap().unwrap();
     assert_eq!(c3.status.as_deref(), Some("committed"));
     // Settling a charge whose status moved on writes nothing.
     assert_eq!(
-        store.append(&id, 4, &commit, &settle, None).await,
+        store.append(&id, 4, &commit, &settle).await,
         Err(StoreError::VersionConflict)
     );
     assert_eq!(store.get_dataset(&id).await.unwrap().unwrap().version, 4);
@@ -337,25 +344,19 @@ async fn contract(store: Arc<dyn Store>) {
     );
     let mut e = entry(Some(scoped.stored()));
     (e.charge_id, e.status) = (Some("c3".into()), Some("reserved".into()));
-    assert_eq!(
-        store.append(&fresh, 0, &e, &update(1, 0.1), None).await,
-        Ok(1)
-    );
+    assert_eq!(store.append(&fresh, 0, &e, &update(1, 0.1)).await, Ok(1));
     assert!(!store.has_legacy_keys(&fresh).await.unwrap());
     // reserved -> started -> committed.
     let (start, to_commit) = (
         settle_to("reserved", "started"),
         settle_to("started", "committed"),
     );
-    assert_eq!(store.append(&fresh, 1, &commit, &start, None).await, Ok(2));
+    assert_eq!(store.append(&fresh, 1, &commit, &start).await, Ok(2));
     assert_eq!(
-        store.append(&fresh, 2, &commit, &start, None).await,
+        store.append(&fresh, 2, &commit, &start).await,
         Err(StoreError::VersionConflict)
     );
-    assert_eq!(
-        store.append(&fresh, 2, &commit, &to_commit, None).await,
-        Ok(3)
-    );
+    assert_eq!(store.append(&fresh, 2, &commit, &to_commit).await, Ok(3));
     let c3 = store.find_charge(&fresh, "c3").await.unwrap().unwrap();
     assert_eq!(c3.status.as_deref(), Some("committed"));
 
@@ -419,11 +420,11 @@ async fn contract(store: Arc<dyn Store>) {
     u.quotas = vec![q.clone()];
     u.audit = Some(draft(&id, "quota.set"));
     assert_eq!(
-        store.append(&id, 3, &entry(None), &u, None).await,
+        store.append(&id, 3, &entry(None), &u).await,
         Err(StoreError::VersionConflict)
     );
     assert!(store.list_quotas(&id).await.unwrap().is_empty());
-    assert_eq!(store.append(&id, 4, &entry(None), &u, None).await, Ok(5));
+    assert_eq!(store.append(&id, 4, &entry(None), &u).await, Ok(5));
     assert_eq!(store.list_quotas(&id).await.unwrap(), vec![q.clone()]);
     let e5 = store.list_entries(&id, None, 4, 1).await.unwrap();
     assert_eq!(e5[0].principal.as_deref(), Some("alice"));
@@ -485,14 +486,12 @@ async fn contract(store: Arc<dyn Store>) {
     };
     for version in 0..2 {
         store
-            .append(&sid, version, &with(&body), &update(version + 1, 0.1), None)
+            .append(&sid, version, &with(&body), &update(version + 1, 0.1))
             .await
             .unwrap();
     }
     assert_eq!(
-        store
-            .append(&sid, 0, &with(&lost), &update(3, 0.1), None)
-            .await,
+        store.append(&sid, 0, &with(&lost), &update(3, 0.1)).await,
         Err(StoreError::VersionConflict)
     );
     assert_eq!(
@@ -536,7 +535,6 @@ async fn append_many_contract(store: &dyn Store, p: &str) {
         create: create.then(|| (dataset(id), Arc::new(b"e".to_vec()))),
         entry: entry(Some(key)),
         update: update(version + 1, 0.1),
-        state: Some(Arc::new(b"s1".to_vec())),
         hold: None,
         blocks: None,
     };
@@ -552,8 +550,8 @@ async fn append_many_contract(store: &dyn Store, p: &str) {
         let row = store.get_dataset(b).await.unwrap().unwrap();
         assert_eq!((row.version, row.charges), (1, 1));
         assert_eq!(
-            store.get_state(b).await.unwrap().unwrap(),
-            (1, b"s1".to_vec())
+            store.get_snapshot(b).await.unwrap().unwrap(),
+            (0, b"e".to_vec())
         );
         assert!(store.find_entry_by_key(b, "m1").await.unwrap().is_some());
     }
@@ -726,9 +724,7 @@ async fn concurrent_appends_on_postgres_never_both_win() {
     for _ in 0..16 {
         let (store, id) = (store.clone(), id.clone());
         tasks.push(tokio::spawn(async move {
-            store
-                .append(&id, 0, &entry(None), &update(1, 0.1), Some(b"s"))
-                .await
+            store.append(&id, 0, &entry(None), &update(1, 0.1)).await
         }));
     }
     let mut wins = 0;
@@ -781,13 +777,7 @@ async fn sqlite_queued_appends_run_in_order_and_fail_after_a_failed_predecessor(
         .unwrap();
     let queue = |version: i64, key: &str| {
         store
-            .append_queued(
-                "q",
-                version,
-                &entry(Some(key)),
-                &update(version + 1, 0.1),
-                None,
-            )
+            .append_queued("q", version, &entry(Some(key)), &update(version + 1, 0.1))
             .expect("SQLite queues appends")
     };
     // Queued back to back (neither awaited before the other is queued): both commit, in order.
@@ -801,7 +791,7 @@ async fn sqlite_queued_appends_run_in_order_and_fail_after_a_failed_predecessor(
     if let Some(pg) = postgres_url() {
         let pg = open_store(&pg).await.unwrap();
         assert!(pg
-            .append_queued("q", 0, &entry(None), &update(1, 0.1), None)
+            .append_queued("q", 0, &entry(None), &update(1, 0.1))
             .is_none());
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -820,9 +810,7 @@ async fn sqlite_group_commit_keeps_each_append_atomic_and_durable() {
     for _ in 0..32 {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
-            store
-                .append("race", 0, &entry(None), &update(1, 0.1), Some(b"s"))
-                .await
+            store.append("race", 0, &entry(None), &update(1, 0.1)).await
         }));
     }
     let mut wins = 0;
@@ -847,7 +835,7 @@ async fn sqlite_group_commit_keeps_each_append_atomic_and_durable() {
             let id = format!("d{d}");
             for v in 0..10 {
                 store
-                    .append(&id, v, &entry(None), &update(v + 1, 0.1), None)
+                    .append(&id, v, &entry(None), &update(v + 1, 0.1))
                     .await
                     .unwrap();
             }
@@ -1114,7 +1102,6 @@ async fn blocks_are_counted_byte_by_byte_under_a_linguistic_collation() {
         create: Some((dataset("visits@b1"), Arc::new(b"e".to_vec()))),
         entry: entry(Some("k1")),
         update: update(1, 0.1),
-        state: None,
         hold: Some(("visits".into(), 0)),
         blocks: None,
     };
@@ -1127,7 +1114,6 @@ async fn blocks_are_counted_byte_by_byte_under_a_linguistic_collation() {
         create: None,
         entry: entry(Some("k2")),
         update: update(1, 0.1),
-        state: None,
         hold: None,
         blocks: Some(1),
     };
