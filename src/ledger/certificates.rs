@@ -49,11 +49,25 @@ pub(crate) fn known(
     h: GridStep,
     rule: UnitDelta,
 ) -> bool {
+    cached(event, relation, h, rule).is_some()
+}
+
+/// Empties the memo.
+pub(crate) fn forget_all() {
+    *MEMO.lock().unwrap_or_else(PoisonError::into_inner) = ByteCache::new(MEMO_BYTES);
+}
+
+/// The unit's certificates if the memo holds them.
+pub(crate) fn cached(
+    event: &Event,
+    relation: NeighboringRelation,
+    h: GridStep,
+    rule: UnitDelta,
+) -> Option<Arc<[Certificate]>> {
     let key = key(event, relation, h, rule);
     MEMO.lock()
         .unwrap_or_else(PoisonError::into_inner)
         .get(&key)
-        .is_some()
 }
 
 /// [`certify`]'s certificates for the unit, from the memo when it holds them.
@@ -77,6 +91,67 @@ pub(crate) fn certificates(
     let bytes = key.event.len() + 64 + std::mem::size_of::<Certificate>() * c.len();
     memo().insert(key, c.clone(), bytes);
     Ok(c)
+}
+
+/// The build this process runs: the SHA-256 of its executable (empty when it cannot be read,
+/// and then nothing is persisted). Persisted certificates are keyed by it, so a release whose
+/// `certify` differs (a soundness fix that raises a figure) never reads an older one's.
+static BUILD: LazyLock<String> = LazyLock::new(|| {
+    use sha2::Digest;
+    std::env::current_exe()
+        .and_then(std::fs::read)
+        .map(|b| format!("{:x}", sha2::Sha256::digest(&b)))
+        .unwrap_or_default()
+});
+
+/// The unit's key in the store's table of certificates (the SHA-256 of this build and of the
+/// memo's key), or `None` when this build cannot name itself.
+pub(crate) fn stored_key(
+    event: &Event,
+    relation: NeighboringRelation,
+    h: GridStep,
+    rule: UnitDelta,
+) -> Option<String> {
+    use sha2::Digest;
+    if BUILD.is_empty() {
+        return None;
+    }
+    let k = key(event, relation, h, rule);
+    let text = serde_json::json!([
+        *BUILD,
+        k.event,
+        format!("{relation:?}"),
+        k.grid_step,
+        k.rule.0,
+        k.rule.1
+    ]);
+    Some(format!(
+        "{:x}",
+        sha2::Sha256::digest(text.to_string().as_bytes())
+    ))
+}
+
+/// Puts certificates read from the store into the memo (they are what this build's [`certify`]
+/// returned for the unit: the key names the build).
+pub(crate) fn recall(
+    event: &Event,
+    relation: NeighboringRelation,
+    h: GridStep,
+    rule: UnitDelta,
+    stored: &str,
+) -> bool {
+    let Ok(c) = serde_json::from_str::<Vec<Certificate>>(stored) else {
+        return false;
+    };
+    if c.is_empty() {
+        return false;
+    }
+    let key = key(event, relation, h, rule);
+    let bytes = key.event.len() + 64 + std::mem::size_of::<Certificate>() * c.len();
+    MEMO.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(key, c.into(), bytes);
+    true
 }
 
 #[cfg(test)]

@@ -25,7 +25,14 @@ pub mod partition;
 pub mod quotas;
 pub mod schema;
 mod units;
+mod write;
 pub use units::{RunPlan, RunView};
+
+/// Empties this process's memo of certificates (what a restart does), for tests.
+#[doc(hidden)]
+pub fn forget_certificates() {
+    certificates::forget_all();
+}
 
 use crate::accountant::account::{self, AccountRequest};
 use crate::accountant::cache::ByteCache;
@@ -1019,6 +1026,8 @@ fn unit_delta(budget: &Budget, own: Option<f64>) -> UnitDelta {
 struct Gated {
     unit: Certificate,
     verdict: Verdict,
+    /// Every certificate of the unit.
+    candidates: Arc<[Certificate]>,
 }
 
 /// The gate's decision on `event`: its certificates (memoised, [`certificates::certificates`])
@@ -1035,7 +1044,11 @@ fn gate_compute(
     let candidates = certificates::certificates(&event, relation, h, rule, &path)?;
     let (verdict, unit) = gate.admits_first(&candidates);
     metrics::histogram!("privacy_ledger_accountant_seconds").record(t.elapsed().as_secs_f64());
-    Ok(Gated { unit, verdict })
+    Ok(Gated {
+        unit,
+        verdict,
+        candidates,
+    })
 }
 
 /// The cost class of gating `event`: light when its certificates are closed-form or memoised.
@@ -1478,6 +1491,49 @@ impl Ledgers {
         }
     }
 
+    /// Certificates of a unit this process does not hold, read from the store into the memo
+    /// (this build certified it before: another replica of it, or this process before a
+    /// restart), so the gate does not certify it again. `Some(key)` when the store has none
+    /// either: where to keep them once certified ([`Ledgers::persist_certificates`]). The table is
+    /// as trusted as the rest of the database; `audit verify` certifies every unit afresh.
+    async fn recall_certificates(
+        &self,
+        event: &Event,
+        (relation, h): (NeighboringRelation, GridStep),
+        rule: UnitDelta,
+        asked: &mut std::collections::HashSet<String>,
+    ) -> Option<String> {
+        if analytic(event, relation) || certificates::known(event, relation, h, rule) {
+            return None;
+        }
+        let key = certificates::stored_key(event, relation, h, rule)?;
+        // Once per unit in a request (a charge on 365 blocks asks once).
+        if !asked.insert(key.clone()) {
+            return None;
+        }
+        match self.store.get_certificates(&key).await {
+            Ok(Some(v)) if certificates::recall(event, relation, h, rule, &v) => {
+                metrics::counter!("privacy_ledger_certificates_recalled_total").increment(1);
+                None
+            }
+            _ => Some(key),
+        }
+    }
+
+    /// Keeps a unit's certificates in the store, in the background (a failure only costs a
+    /// certification after the next restart).
+    fn persist_certificates(&self, key: String, candidates: &[Certificate]) {
+        let Ok(value) = serde_json::to_string(candidates) else {
+            return;
+        };
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.put_certificates(&key, &value).await {
+                tracing::debug!(error = %e, "certificates not kept");
+            }
+        });
+    }
+
     /// After an append at `version` that added a unit (`analytic`: a closed-form one) to dataset
     /// `id`: its exact composition is caught up in the background — soon after every numerical
     /// unit, so a report finds it current, and every [`compositions::SNAPSHOT_UNITS`] versions
@@ -1561,11 +1617,14 @@ impl Ledgers {
         };
         let mut v = view(&row, &filter_of(&row)?)?;
         // The composition now (kept current in the background); when it cannot be had now
-        // (the engine is busy), the stored snapshot's, with its version.
+        // (the engine is busy, the computation ran out of time), the stored snapshot's, with its
+        // version: a display figure never fails the dataset's view.
         match self.compositions.mu_at(&row, row.budget_delta).await {
             Ok((c, mu)) => (v.exact_composition_mu, v.exact_composition_version) = (mu, c.version),
-            Err(LedgerError::Overloaded(_)) => {}
-            Err(e) => return Err(e),
+            Err(e @ LedgerError::NotFound(_)) => return Err(e),
+            Err(e) => {
+                tracing::info!(dataset_id = %id, error = %e, "exact composition not current");
+            }
         }
         Ok(DatasetView { partitioning, ..v })
     }
@@ -1608,7 +1667,6 @@ impl Ledgers {
     ) -> Result<Value, LedgerError> {
         self.authorize(actor, id, Action::Administer).await?;
         self.row(id).await?;
-        let _guard = self.lock(id).await?;
         let budget = patch.budget;
         let key = keys::IdemKey::of(
             &actor.principal,
@@ -1616,68 +1674,75 @@ impl Ledgers {
             id,
             patch.idempotency_key.as_ref(),
         );
-        for attempt in 0..MAX_ATTEMPTS as u32 {
-            back_off(attempt).await;
-            if let Some(body) = self.replay(id, key.as_ref(), &patch.request_hash).await? {
-                return Ok(body);
-            }
-            let row = self.row(id).await?;
-            let f = filter_of(&row)?;
-            let quotas = self.store.list_quotas(id).await?;
-            quotas::budget_holds_quotas(&row, &quotas, &budget)?;
-            if let Some(cap) = cap_of(&row)? {
-                if budget.mu() > cap.mu() || budget.delta() > cap.delta() {
-                    return Err(LedgerError::CapExceeded(format!(
-                        "the budget (mu {}, delta {:e}) may not pass the cap fixed when the \
+        let (budget, key, patch) = (&budget, &key, &patch);
+        let plan = move |row: DatasetRow| -> write::PlanFuture<'_, Value> {
+            Box::pin(async move {
+                let f = filter_of(&row)?;
+                let quotas = self.store.list_quotas(id).await?;
+                quotas::budget_holds_quotas(&row, &quotas, budget)?;
+                if let Some(cap) = cap_of(&row)? {
+                    if budget.mu() > cap.mu() || budget.delta() > cap.delta() {
+                        return Err(LedgerError::CapExceeded(format!(
+                            "the budget (mu {}, delta {:e}) may not pass the cap fixed when the \
                          dataset was created (mu {}, delta {:e}): the ledger's statement at the \
                          cap rests on it",
-                        budget.mu(),
-                        budget.delta(),
-                        cap.mu(),
-                        cap.delta()
-                    )));
+                            budget.mu(),
+                            budget.delta(),
+                            cap.mu(),
+                            cap.delta()
+                        )));
+                    }
                 }
-            }
-            let ts = now();
-            let mut after = row.clone();
-            (after.budget_mu, after.budget_delta) = (budget.mu(), budget.delta());
-            // The high-water mark never moves down: lowering restricts what may be spent from
-            // now on, not what was possible before.
-            (after.mu_max, after.delta_max) = (
-                row.mu_max.max(budget.mu()),
-                row.delta_max.max(budget.delta()),
-            );
-            after.version += 1;
-            after.updated_at = ts.clone();
-            let body = serde_json::to_value(view(&after, &f)?)
-                .map_err(|e| LedgerError::Internal(e.to_string()))?;
-            let entry = EntryRow {
-                budget_mu: Some(budget.mu()),
-                budget_delta: Some(budget.delta()),
-                idempotency_key: key.as_ref().map(|k| k.stored().to_owned()),
-                request_hash: Some(patch.request_hash.clone()),
-                response: Some(body.to_string()),
-                principal: Some(actor.principal.name.clone()),
-                ..EntryRow::new("budget", ts.clone())
-            };
-            let update = DatasetUpdate {
-                budget_mu: budget.mu(),
-                budget_delta: budget.delta(),
-                mu_max: after.mu_max,
-                delta_max: after.delta_max,
-                audit: Some(
-                    audit::draft(actor, "budget.changed", Some(id), Some(id))
-                        .before(&budget_of(&row)?)
-                        .after(&budget)
-                        .done(),
-                ),
-                ..unchanged(&row, &f, ts)
-            };
-            if self.append(id, row.version, &entry, &update).await? {
-                return Ok(body);
-            }
-        }
-        Err(LedgerError::Busy)
+                let ts = now();
+                let mut after = row.clone();
+                (after.budget_mu, after.budget_delta) = (budget.mu(), budget.delta());
+                // The high-water mark never moves down: lowering restricts what may be spent from
+                // now on, not what was possible before.
+                (after.mu_max, after.delta_max) = (
+                    row.mu_max.max(budget.mu()),
+                    row.delta_max.max(budget.delta()),
+                );
+                after.version += 1;
+                after.updated_at = ts.clone();
+                let body = serde_json::to_value(view(&after, &f)?)
+                    .map_err(|e| LedgerError::Internal(e.to_string()))?;
+                let entry = EntryRow {
+                    budget_mu: Some(budget.mu()),
+                    budget_delta: Some(budget.delta()),
+                    idempotency_key: key.as_ref().map(|k| k.stored().to_owned()),
+                    request_hash: Some(patch.request_hash.clone()),
+                    response: Some(body.to_string()),
+                    principal: Some(actor.principal.name.clone()),
+                    ..EntryRow::new("budget", ts.clone())
+                };
+                let update = DatasetUpdate {
+                    budget_mu: budget.mu(),
+                    budget_delta: budget.delta(),
+                    mu_max: after.mu_max,
+                    delta_max: after.delta_max,
+                    audit: Some(
+                        audit::draft(actor, "budget.changed", Some(id), Some(id))
+                            .before(&budget_of(&row)?)
+                            .after(&budget)
+                            .done(),
+                    ),
+                    ..unchanged(&row, &f, ts)
+                };
+                Ok(write::Plan::Append {
+                    entry: Box::new(entry),
+                    update: Box::new(update),
+                    answer: body,
+                })
+            })
+        };
+        Ok(
+            match self
+                .write(id, key.as_ref(), &patch.request_hash, plan)
+                .await?
+            {
+                write::Written::Planned(body, _) | write::Written::Replayed(body) => body,
+            },
+        )
     }
 
     /// The stored outcome of an earlier request with this idempotency key (in its scope: the same
@@ -2046,12 +2111,19 @@ impl Ledgers {
             let (gate, quota_row) = Self::gate_for(&row, quotas, &actor.principal.name)?;
             let engine = engine_of(&row)?;
             let (event, own) = (unit.event.clone(), unit.delta);
+            let rule = unit_delta(&gate.budget, own);
+            let unknown = self
+                .recall_certificates(&event, engine, rule, &mut Default::default())
+                .await;
             let g2 = gate.clone();
             let cost = gate_cost(&event, engine, &gate.budget, own);
             let g = blocking(&self.admission, cost, move || {
                 gate_compute(engine, event, &g2, own)
             })
             .await?;
+            if let Some(key) = unknown {
+                self.persist_certificates(key, &g.candidates);
+            }
             let target = unit.run.as_ref().map(|(r, c)| format!("run {r} chunk {c}"));
             let (after, share_after) = match g.verdict {
                 Verdict::Admitted(after, share_after) => (after, share_after),

@@ -450,6 +450,18 @@ impl Ledgers {
         taken: &mut usize,
     ) -> Result<Option<ChargeOutcome>, LedgerError> {
         let event_of = |p: &Part| p.spec.event.clone();
+        // Certificates this process does not hold may be in the store (this build, earlier).
+        let (mut unknown, mut asked) = (Vec::new(), std::collections::HashSet::new());
+        for p in &parts {
+            let e = p.spec.event.as_deref().unwrap_or(&req.event);
+            let rule = unit_delta(&p.gate.budget, req.delta);
+            if let Some(k) = self
+                .recall_certificates(e, p.engine, rule, &mut asked)
+                .await
+            {
+                unknown.push((k, e.clone(), p.engine, rule));
+            }
+        }
         let cost = admission::Cost::light_if(parts.iter().all(|p| {
             let e = p.spec.event.as_deref().unwrap_or(&req.event);
             gate_cost(e, p.engine, &p.gate.budget, req.delta) == admission::Cost::Light
@@ -463,6 +475,11 @@ impl Ledgers {
             gate_all(&event, own, &inputs)
         })
         .await?;
+        for (k, e, (relation, h), rule) in unknown {
+            if let Some(c) = super::certificates::cached(&e, relation, h, rule) {
+                self.persist_certificates(k, &c);
+            }
+        }
         // Each ledger's event as recorded: its own, or the request's.
         let recorded = |p: &Part| -> Value {
             p.spec

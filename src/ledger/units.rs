@@ -30,6 +30,7 @@ use super::auth::{Action, Actor};
 use super::filter::FilterState;
 use super::input::{ChunkRequest, RunRequest, SettleKind, SettleRequest};
 use super::keys::{IdemKey, Operation};
+use super::write::{Plan, PlanFuture, Written};
 use super::{
     audit, blocking, budget_of, exact_with, filter_of, internal, now, relation_of, unchanged,
     unit_delta, ChargeOutcome, LedgerError, Ledgers, UnitRequest, MAX_ATTEMPTS,
@@ -38,7 +39,7 @@ use crate::accountant::certificate::Certificate;
 use crate::accountant::event::Count;
 use crate::accountant::json::JsonPath;
 use crate::accountant::{AccountantError, Event};
-use crate::store::{DatasetUpdate, EntryRow, Settle};
+use crate::store::{DatasetRow, DatasetUpdate, EntryRow, Settle};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -254,53 +255,61 @@ impl Ledgers {
         }
         // The plan depends on the budget (its default δ rule and δ_B), not on what was spent:
         // computed before the lock, and again under it if the budget changed meanwhile.
-        let mut planned = (budget_of(&row)?, plan(&self.admission, &req, &row).await?);
-        let _guard = self.lock(id).await?;
-        let run_id = uuid::Uuid::new_v4().to_string();
-        for attempt in 0..MAX_ATTEMPTS as u32 {
-            super::back_off(attempt).await;
-            if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
-                return Ok((serde_json::from_value(body).map_err(internal)?, false));
-            }
-            let row = self.row(id).await?;
-            let f = filter_of(&row)?;
-            if budget_of(&row)? != planned.0 {
-                planned = (budget_of(&row)?, plan(&self.admission, &req, &row).await?);
-            }
-            let spec = RunSpec {
-                event: req.event.to_json(),
-                steps: req.steps,
-                chunk_steps: req.chunk_steps,
-                delta: req.delta,
-                plan: planned.1,
-            };
-            let ts = now();
-            let mut entry = EntryRow {
-                seq: row.version + 1,
-                event: Some(serde_json::to_string(&spec).map_err(internal)?),
-                label: req.label.clone(),
-                metadata: req.metadata.as_ref().map(Value::to_string),
-                idempotency_key: key.as_ref().map(|k| k.stored().to_owned()),
-                request_hash: Some(req.request_hash.clone()),
-                unit_mu: Some(spec.plan.chunk_unit.mu()),
-                unit_delta: Some(spec.plan.chunk_unit.delta()),
-                run_id: Some(run_id.clone()),
-                principal: Some(actor.principal.name.clone()),
-                ..EntryRow::new("run", ts.clone())
-            };
-            let view = run_view(std::slice::from_ref(&entry), id)?;
-            entry.response = Some(serde_json::to_string(&view).map_err(internal)?);
-            let mut update = unchanged(&row, &f, ts);
-            update.audit = Some(
-                audit::draft(actor, "run.declared", Some(id), Some(&run_id))
-                    .after(&view)
-                    .done(),
-            );
-            if self.append(id, row.version, &entry, &update).await? {
-                return Ok((view, true));
-            }
+        let planned = (budget_of(&row)?, plan(&self.admission, &req, &row).await?);
+        let planned = &std::sync::Mutex::new(planned);
+        let run_id = &uuid::Uuid::new_v4().to_string();
+        let (req, key) = (&req, &key);
+        let declare = move |row: DatasetRow| -> PlanFuture<'_, RunView> {
+            Box::pin(async move {
+                let f = filter_of(&row)?;
+                let mut current = *planned.lock().expect("run plan");
+                if budget_of(&row)? != current.0 {
+                    current = (budget_of(&row)?, plan(&self.admission, req, &row).await?);
+                    *planned.lock().expect("run plan") = current;
+                }
+                let spec = RunSpec {
+                    event: req.event.to_json(),
+                    steps: req.steps,
+                    chunk_steps: req.chunk_steps,
+                    delta: req.delta,
+                    plan: current.1,
+                };
+                let ts = now();
+                let mut entry = EntryRow {
+                    seq: row.version + 1,
+                    event: Some(serde_json::to_string(&spec).map_err(internal)?),
+                    label: req.label.clone(),
+                    metadata: req.metadata.as_ref().map(Value::to_string),
+                    idempotency_key: key.as_ref().map(|k| k.stored().to_owned()),
+                    request_hash: Some(req.request_hash.clone()),
+                    unit_mu: Some(spec.plan.chunk_unit.mu()),
+                    unit_delta: Some(spec.plan.chunk_unit.delta()),
+                    run_id: Some(run_id.clone()),
+                    principal: Some(actor.principal.name.clone()),
+                    ..EntryRow::new("run", ts.clone())
+                };
+                let view = run_view(std::slice::from_ref(&entry), id)?;
+                entry.response = Some(serde_json::to_string(&view).map_err(internal)?);
+                let mut update = unchanged(&row, &f, ts);
+                update.audit = Some(
+                    audit::draft(actor, "run.declared", Some(id), Some(run_id))
+                        .after(&view)
+                        .done(),
+                );
+                Ok(Plan::Append {
+                    entry: Box::new(entry),
+                    update: Box::new(update),
+                    answer: view,
+                })
+            })
+        };
+        match self
+            .write(id, key.as_ref(), &req.request_hash, declare)
+            .await?
+        {
+            Written::Planned(view, _) => Ok((view, true)),
+            Written::Replayed(body) => Ok((serde_json::from_value(body).map_err(internal)?, false)),
         }
-        Err(LedgerError::Busy)
     }
 
     /// A run with its progress.
@@ -476,7 +485,6 @@ impl Ledgers {
         }
         self.authorize(actor, id, Action::Spend).await?;
         self.row(id).await?;
-        let _guard = self.lock(id).await?;
         let release = how == SettleKind::Release;
         let key = IdemKey::of(
             &actor.principal,
@@ -484,177 +492,191 @@ impl Ledgers {
             charge_id,
             req.idempotency_key.as_ref(),
         );
-        for attempt in 0..MAX_ATTEMPTS as u32 {
-            super::back_off(attempt).await;
-            if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
-                return Ok(body);
-            }
-            let row = self.row(id).await?;
-            self.check_state(&row).await?;
-            let charge = self
-                .store
-                .find_charge(id, charge_id)
-                .await?
-                .ok_or_else(|| LedgerError::ChargeNotFound(charge_id.to_owned()))?;
-            let status = charge.status.clone().unwrap_or_else(|| "committed".into());
-            match (how, status.as_str()) {
-                (SettleKind::Start, "reserved" | "started")
-                | (SettleKind::Commit, "reserved" | "started")
-                | (SettleKind::Release, "reserved") => {}
-                (SettleKind::Release, "started") => {
-                    return Err(LedgerError::UnitStarted(charge_id.to_owned()))
-                }
-                _ => {
-                    return Err(LedgerError::NotReserved {
-                        charge: charge_id.to_owned(),
-                        status,
-                    })
-                }
-            }
-            let on_behalf = self
-                .act_on(
-                    actor,
-                    id,
-                    &format!("charge {charge_id:?}"),
-                    charge.principal.as_deref(),
-                    req.reason.as_deref(),
-                )
-                .await?;
-            // Starting twice changes nothing.
-            if (how, status.as_str()) == (SettleKind::Start, "started") {
-                let mut view = super::charge_view(&charge);
-                view.status = status;
-                let f = filter_of(&row)?;
-                return Ok(serde_json::json!({
-                    "charge": view, "mu_spent": f.mu(), "delta_spent": f.delta(),
-                }));
-            }
-            // A run's later chunks start from this chunk's iterates: its output was used, so it
-            // cannot be refunded while one of them is held.
-            if let (true, Some(run), Some(chunk)) = (release, &charge.run_id, charge.chunk) {
-                let later = self
+        let (req, key) = (&req, &key);
+        let settle = move |row: DatasetRow| -> PlanFuture<'_, (Value, bool)> {
+            Box::pin(async move {
+                let charge = self
                     .store
-                    .list_run(id, run)
+                    .find_charge(id, charge_id)
                     .await?
-                    .into_iter()
-                    .filter(|e| e.kind == "charge" && e.status.as_deref() != Some("released"))
-                    .filter_map(|e| e.chunk)
-                    .filter(|c| *c > chunk)
-                    .min();
-                if let Some(later) = later {
-                    return Err(LedgerError::ReleaseRefused {
-                        charge: charge_id.to_owned(),
-                        reason: format!(
-                            "chunk {later} of the same run is held, and it starts from this \
-                             chunk's output; release it first, or commit this one"
-                        ),
-                    });
+                    .ok_or_else(|| LedgerError::ChargeNotFound(charge_id.to_owned()))?;
+                let status = charge.status.clone().unwrap_or_else(|| "committed".into());
+                match (how, status.as_str()) {
+                    (SettleKind::Start, "reserved" | "started")
+                    | (SettleKind::Commit, "reserved" | "started")
+                    | (SettleKind::Release, "reserved") => {}
+                    (SettleKind::Release, "started") => {
+                        return Err(LedgerError::UnitStarted(charge_id.to_owned()))
+                    }
+                    _ => {
+                        return Err(LedgerError::NotReserved {
+                            charge: charge_id.to_owned(),
+                            status,
+                        })
+                    }
                 }
-            }
-            let unit = match (charge.unit_mu, charge.unit_delta) {
-                (Some(m), Some(d)) => Certificate::new(m, d),
-                _ => None,
-            }
-            .ok_or_else(|| {
-                LedgerError::Corrupt(id.to_owned(), format!("charge {charge_id}: no certificate"))
-            })?;
-            let f = filter_of(&row)?;
-            let ts = now();
-            let mut update = unchanged(&row, &f, ts.clone());
-            let new_status = how.status();
-            if how != SettleKind::Start {
-                update.reserved = (update.reserved - 1).max(0);
-            }
-            update.settle = Some(Settle {
-                charge_id: charge_id.to_owned(),
-                from: status.clone(),
-                to: new_status.to_owned(),
-            });
-            let mut joins = false;
-            if how == SettleKind::Start {
-                // Still counted, and not yet part of the exact composition.
-            } else if release {
-                let after = f.without(&unit);
-                update = DatasetUpdate {
-                    mu_spent: after.mu(),
-                    mu_sq_spent: after.mu_sq(),
-                    delta_spent: after.delta(),
-                    units: after.units(),
-                    ..update
-                };
-                // The share that paid is refunded too: the holder's quota, or the unallocated
-                // share (which holds everything charged before the first quota).
-                let quotas = self.store.list_quotas(id).await?;
-                let payer = charge
-                    .quota
-                    .as_deref()
-                    .unwrap_or(super::quotas::UNALLOCATED);
-                if let Some(q) = quotas.iter().find(|q| q.principal == payer) {
-                    let s = FilterState::from_stored(q.mu_sq_spent, q.delta_spent, q.units)
-                        .map_err(|e| LedgerError::Corrupt(id.to_owned(), e))?;
-                    update.quotas = vec![super::quotas::charged(q, &s.without(&unit), &ts)];
-                }
-            } else {
-                // The committed unit joins the exact composition (a report, composed later).
-                joins = true;
-            }
-            let mut settled = super::charge_view(&charge);
-            settled.status = new_status.to_owned();
-            let body = serde_json::json!({
-                "charge": settled,
-                "refund": release.then(|| serde_json::json!({"mu": unit.mu(), "delta": unit.delta()})),
-                "mu_spent": update.mu_spent,
-                "delta_spent": update.delta_spent,
-            });
-            // What the caller stated: a release's statement, and an admin's reason for acting
-            // on another principal's unit.
-            let statement = match (release, &on_behalf) {
-                (true, None) => Some(serde_json::json!({
-                    "outputs_released": false, "reason": req.reason,
-                })),
-                (true, Some((owner, reason))) => Some(serde_json::json!({
-                    "outputs_released": false, "reason": reason, "for": owner,
-                })),
-                (false, Some((owner, reason))) => {
-                    Some(serde_json::json!({"for": owner, "reason": reason}))
-                }
-                (false, None) => None,
-            }
-            .map(|v| v.to_string());
-            let entry = EntryRow {
-                seq: row.version + 1,
-                idempotency_key: key.as_ref().map(|k| k.stored().to_owned()),
-                request_hash: Some(req.request_hash.clone()),
-                ref_id: Some(charge_id.to_owned()),
-                run_id: charge.run_id.clone(),
-                chunk: charge.chunk,
-                metadata: statement,
-                unit_mu: Some(unit.mu()),
-                unit_delta: Some(unit.delta()),
-                response: Some(body.to_string()),
-                principal: Some(actor.principal.name.clone()),
-                quota: charge.quota.clone(),
-                ..EntryRow::new(how.entry_kind(), ts)
-            };
-            let action = how.action();
-            update.audit = Some(
-                audit::draft(actor, action, Some(id), Some(charge_id))
-                    .before(&serde_json::json!({"status": status, "mu_spent": f.mu(),
-                        "delta_spent": f.delta()}))
-                    .after(
-                        &serde_json::json!({"status": new_status, "mu_spent": update.mu_spent,
-                        "delta_spent": update.delta_spent, "statement": entry.metadata}),
+                let on_behalf = self
+                    .act_on(
+                        actor,
+                        id,
+                        &format!("charge {charge_id:?}"),
+                        charge.principal.as_deref(),
+                        req.reason.as_deref(),
                     )
-                    .done(),
-            );
-            if self.append(id, row.version, &entry, &update).await? {
-                if joins {
-                    self.composed_later(id, row.version + 1, false);
+                    .await?;
+                // Starting twice changes nothing.
+                if (how, status.as_str()) == (SettleKind::Start, "started") {
+                    let mut view = super::charge_view(&charge);
+                    view.status = status;
+                    let f = filter_of(&row)?;
+                    return Ok(Plan::Answer((
+                        serde_json::json!({
+                            "charge": view, "mu_spent": f.mu(), "delta_spent": f.delta(),
+                        }),
+                        false,
+                    )));
                 }
-                return Ok(body);
+                // A run's later chunks start from this chunk's iterates: its output was used, so it
+                // cannot be refunded while one of them is held.
+                if let (true, Some(run), Some(chunk)) = (release, &charge.run_id, charge.chunk) {
+                    let later = self
+                        .store
+                        .list_run(id, run)
+                        .await?
+                        .into_iter()
+                        .filter(|e| e.kind == "charge" && e.status.as_deref() != Some("released"))
+                        .filter_map(|e| e.chunk)
+                        .filter(|c| *c > chunk)
+                        .min();
+                    if let Some(later) = later {
+                        return Err(LedgerError::ReleaseRefused {
+                            charge: charge_id.to_owned(),
+                            reason: format!(
+                                "chunk {later} of the same run is held, and it starts from this \
+                             chunk's output; release it first, or commit this one"
+                            ),
+                        });
+                    }
+                }
+                let unit = match (charge.unit_mu, charge.unit_delta) {
+                    (Some(m), Some(d)) => Certificate::new(m, d),
+                    _ => None,
+                }
+                .ok_or_else(|| {
+                    LedgerError::Corrupt(
+                        id.to_owned(),
+                        format!("charge {charge_id}: no certificate"),
+                    )
+                })?;
+                let f = filter_of(&row)?;
+                let ts = now();
+                let mut update = unchanged(&row, &f, ts.clone());
+                let new_status = how.status();
+                if how != SettleKind::Start {
+                    update.reserved = (update.reserved - 1).max(0);
+                }
+                update.settle = Some(Settle {
+                    charge_id: charge_id.to_owned(),
+                    from: status.clone(),
+                    to: new_status.to_owned(),
+                });
+                let mut joins = false;
+                if how == SettleKind::Start {
+                    // Still counted, and not yet part of the exact composition.
+                } else if release {
+                    let after = f.without(&unit);
+                    update = DatasetUpdate {
+                        mu_spent: after.mu(),
+                        mu_sq_spent: after.mu_sq(),
+                        delta_spent: after.delta(),
+                        units: after.units(),
+                        ..update
+                    };
+                    // The share that paid is refunded too: the holder's quota, or the unallocated
+                    // share (which holds everything charged before the first quota).
+                    let quotas = self.store.list_quotas(id).await?;
+                    let payer = charge
+                        .quota
+                        .as_deref()
+                        .unwrap_or(super::quotas::UNALLOCATED);
+                    if let Some(q) = quotas.iter().find(|q| q.principal == payer) {
+                        let s = FilterState::from_stored(q.mu_sq_spent, q.delta_spent, q.units)
+                            .map_err(|e| LedgerError::Corrupt(id.to_owned(), e))?;
+                        update.quotas = vec![super::quotas::charged(q, &s.without(&unit), &ts)];
+                    }
+                } else {
+                    // The committed unit joins the exact composition (a report, composed later).
+                    joins = true;
+                }
+                let mut settled = super::charge_view(&charge);
+                settled.status = new_status.to_owned();
+                let body = serde_json::json!({
+                    "charge": settled,
+                    "refund": release.then(|| serde_json::json!({"mu": unit.mu(), "delta": unit.delta()})),
+                    "mu_spent": update.mu_spent,
+                    "delta_spent": update.delta_spent,
+                });
+                // What the caller stated: a release's statement, and an admin's reason for acting
+                // on another principal's unit.
+                let statement = match (release, &on_behalf) {
+                    (true, None) => Some(serde_json::json!({
+                        "outputs_released": false, "reason": req.reason,
+                    })),
+                    (true, Some((owner, reason))) => Some(serde_json::json!({
+                        "outputs_released": false, "reason": reason, "for": owner,
+                    })),
+                    (false, Some((owner, reason))) => {
+                        Some(serde_json::json!({"for": owner, "reason": reason}))
+                    }
+                    (false, None) => None,
+                }
+                .map(|v| v.to_string());
+                let entry = EntryRow {
+                    seq: row.version + 1,
+                    idempotency_key: key.as_ref().map(|k| k.stored().to_owned()),
+                    request_hash: Some(req.request_hash.clone()),
+                    ref_id: Some(charge_id.to_owned()),
+                    run_id: charge.run_id.clone(),
+                    chunk: charge.chunk,
+                    metadata: statement,
+                    unit_mu: Some(unit.mu()),
+                    unit_delta: Some(unit.delta()),
+                    response: Some(body.to_string()),
+                    principal: Some(actor.principal.name.clone()),
+                    quota: charge.quota.clone(),
+                    ..EntryRow::new(how.entry_kind(), ts)
+                };
+                let action = how.action();
+                update.audit = Some(
+                    audit::draft(actor, action, Some(id), Some(charge_id))
+                        .before(&serde_json::json!({"status": status, "mu_spent": f.mu(),
+                        "delta_spent": f.delta()}))
+                        .after(
+                            &serde_json::json!({"status": new_status, "mu_spent": update.mu_spent,
+                        "delta_spent": update.delta_spent, "statement": entry.metadata}),
+                        )
+                        .done(),
+                );
+                Ok(Plan::Append {
+                    entry: Box::new(entry),
+                    update: Box::new(update),
+                    answer: (body, joins),
+                })
+            })
+        };
+        match self
+            .write(id, key.as_ref(), &req.request_hash, settle)
+            .await?
+        {
+            Written::Planned((body, joins), written) => {
+                if joins && written {
+                    // The committed unit joins the exact composition: caught up soon.
+                    self.compositions.nudge(id);
+                }
+                Ok(body)
             }
+            Written::Replayed(body) => Ok(body),
         }
-        Err(LedgerError::Busy)
     }
 }
 

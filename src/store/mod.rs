@@ -50,7 +50,8 @@
 //! `state` held) — written now and then by the ledger outside any append ([`Store::put_snapshot`]),
 //! in parts of at most [`SNAPSHOT_PART_BYTES`] (`snapshot_parts`, under a random `snapshot`
 //! token), so no single write holds SQLite's writer for long; `state` keeps the snapshot of
-//! ledgers none was written for since.
+//! ledgers none was written for since. `certificates` keeps units' certificates by the build that
+//! computed them and the unit (`ledger::certificates`), so a restart does not certify them again.
 
 /// The schema version this release writes (the last of [`MIGRATIONS`]).
 pub const LATEST: i64 = 10;
@@ -222,6 +223,7 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "UPDATE datasets SET state_seq = version",
             "ALTER TABLE datasets ADD COLUMN snapshot TEXT",
             "ALTER TABLE datasets ADD COLUMN snapshot_parts {I}",
+            "CREATE TABLE IF NOT EXISTS certificates (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
             "CREATE TABLE IF NOT EXISTS snapshot_parts (
                 dataset_id TEXT NOT NULL,
                 token TEXT NOT NULL,
@@ -450,6 +452,9 @@ pub mod sql {
     /// token) its bytes in `state`.
     pub const SNAPSHOT_GET: &str = "SELECT state_seq, snapshot, snapshot_parts, \
         CASE WHEN snapshot IS NULL THEN state END AS state FROM datasets WHERE id = ?";
+    pub const CERTIFICATES_GET: &str = "SELECT value FROM certificates WHERE key = ?";
+    pub const CERTIFICATES_PUT: &str =
+        "INSERT INTO certificates (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING";
     pub const SNAPSHOT_PARTS: &str =
         "SELECT bytes FROM snapshot_parts WHERE dataset_id = ? AND token = ? ORDER BY part";
     pub const SNAPSHOT_PART_INSERT: &str = "INSERT INTO snapshot_parts (dataset_id, token, seq, \
@@ -1282,6 +1287,10 @@ pub trait Store: Send + Sync {
     /// (`None`: no such dataset). [`StoreError::VersionConflict`] when its parts were replaced
     /// while being read (a newer snapshot: read again).
     async fn get_snapshot(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError>;
+    /// A unit's certificates as stored under `key` (see `ledger::certificates::stored_key`).
+    async fn get_certificates(&self, key: &str) -> Result<Option<String>, StoreError>;
+    /// Stores a unit's certificates under `key` (a present key stays: it names one result).
+    async fn put_certificates(&self, key: &str, value: &str) -> Result<(), StoreError>;
     /// One part of a snapshot being written ([`Store::put_snapshot`]), in a transaction of its own.
     async fn put_snapshot_part(
         &self,

@@ -481,6 +481,24 @@ impl Store for PostgresStore {
         super::snapshot_of(seq, parts, row.get("snapshot_parts"))
     }
 
+    async fn get_certificates(&self, key: &str) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar(&sql::numbered(sql::CERTIFICATES_GET))
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn put_certificates(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        sqlx::query(&sql::numbered(sql::CERTIFICATES_PUT))
+            .bind(key)
+            .bind(value)
+            .execute(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
     async fn put_snapshot_part(
         &self,
         id: &str,

@@ -469,6 +469,24 @@ impl Store for SqliteStore {
         super::snapshot_of(seq, parts, row.get("snapshot_parts"))
     }
 
+    async fn get_certificates(&self, key: &str) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar(sql::CERTIFICATES_GET)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn put_certificates(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        let (key, value) = (key.to_owned(), value.to_owned());
+        self.writer
+            .write(move |c| {
+                exec(c, sql::CERTIFICATES_PUT, params![key, value])?;
+                Ok(())
+            })
+            .await
+    }
+
     async fn put_snapshot_part(
         &self,
         id: &str,

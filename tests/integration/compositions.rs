@@ -144,3 +144,54 @@ async fn the_exact_composition_counts_committed_units_and_survives_a_restart() {
     assert!(close(eps(&again["report"]), eps(&oracle)));
     assert!(close(mu(&again["report"]), mu(&oracle)));
 }
+
+/// The value of a counter in the service's metrics (0 when absent).
+async fn counter(app: &TestApp, name: &str) -> f64 {
+    let (_, m) = app.get("/metrics").await;
+    m.as_str()
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn certificates_are_kept_across_restarts() {
+    let dir = temp_dir("certificates");
+    let url = format!("sqlite://{}", dir.join("ledger.db").display());
+    let app = TestApp::over_store(open_store(&url).await.unwrap(), Limits::default(), dir).await;
+    app.dataset("a", 10.0).await;
+    app.dataset("b", 10.0).await;
+    // A unit no other test charges (its certificates are certified here first).
+    let event = json!({"type": "self_composed", "count": 7, "event": {"type": "poisson_sampled",
+        "sampling_rate": 0.0123457, "event": {"type": "gaussian", "noise_multiplier": 1.31}}});
+    let (s, first) = app
+        .post("/v1/datasets/a/charges", json!({"event": event}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{first}");
+    // Kept in the background: wait for the row.
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let mut rows = 0i64;
+    for _ in 0..50 {
+        rows = sqlx::query_scalar("SELECT count(*) FROM certificates")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        if rows > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(rows, 1);
+    // What a restart forgets; the next charge of the unit reads it back instead of certifying.
+    privacy_ledger::ledger::forget_certificates();
+    let recalled = counter(&app, "privacy_ledger_certificates_recalled_total").await;
+    let (s, second) = app
+        .post("/v1/datasets/b/charges", json!({"event": event}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{second}");
+    assert_eq!(second["charge"]["unit"], first["charge"]["unit"]);
+    assert!(counter(&app, "privacy_ledger_certificates_recalled_total").await >= recalled + 1.0);
+}
