@@ -561,6 +561,8 @@ pub struct Ledgers {
     admission: Arc<admission::Admission>,
     /// Datasets' partitionings (fixed at creation, and datasets are never deleted).
     partitionings: Mutex<ByteCache<String, Option<partition::Partitioning>>>,
+    /// Runs' progress, by dataset and run.
+    runs: Mutex<ByteCache<String, Arc<units::RunProgress>>>,
     /// Block ledgers each principal created this minute.
     created: partition::CreationLimit,
     /// Datasets known to hold no idempotency key stored before scoping (every key written since
@@ -1271,6 +1273,7 @@ impl Ledgers {
             oidc: None,
             admission,
             partitionings: Mutex::new(ByteCache::new(PARTITIONING_CACHE_BYTES)),
+            runs: Mutex::new(ByteCache::new(units::RUN_CACHE_BYTES)),
             created: partition::CreationLimit::default(),
             no_legacy_keys: Mutex::new(std::collections::HashSet::new()),
         }

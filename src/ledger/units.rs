@@ -42,6 +42,8 @@ use crate::accountant::{AccountantError, Event};
 use crate::store::{DatasetRow, DatasetUpdate, EntryRow, Settle};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A declared run and its progress.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -163,6 +165,122 @@ fn run_view(entries: &[EntryRow], id: &str) -> Result<RunView, LedgerError> {
         created_at: decl.created_at.clone(),
     })
 }
+
+/// A run's progress as its entries up to `seq` state it, moved forward by the entries appended
+/// since: taking a chunk reads the run's new entries only, whatever its length. Each chunk charge's
+/// status is the one read with it, then moved by the start, commit and release entries that
+/// follow (idempotently: a status read after a settle already holds it), so the counts are what
+/// [`run_view`] counts from the whole run.
+#[derive(Debug, Clone)]
+pub(super) struct RunProgress {
+    seq: i64,
+    decl: EntryRow,
+    spec: RunSpec,
+    /// Chunk charges by id: (chunk, status now).
+    charges: HashMap<String, (u64, String)>,
+    /// Per chunk, the charges holding it (not released).
+    holders: Vec<u32>,
+    committed: u64,
+    reserved: u64,
+    released: u64,
+}
+
+impl RunProgress {
+    fn new(decl: EntryRow, id: &str) -> Result<Self, LedgerError> {
+        let spec = spec_of(&decl, id)?;
+        let chunks = spec.steps.div_ceil(spec.chunk_steps) as usize;
+        Ok(RunProgress {
+            seq: decl.seq,
+            decl,
+            spec,
+            charges: HashMap::new(),
+            holders: vec![0; chunks],
+            committed: 0,
+            reserved: 0,
+            released: 0,
+        })
+    }
+
+    fn count(&mut self, status: &str, by: i64) {
+        let c = match status {
+            "released" => &mut self.released,
+            "reserved" | "started" => &mut self.reserved,
+            _ => &mut self.committed,
+        };
+        *c = c.saturating_add_signed(by);
+    }
+
+    /// Moves the progress past `entries` (the run's, after `self.seq`, in order).
+    fn advance(&mut self, entries: &[EntryRow]) {
+        for e in entries {
+            self.seq = self.seq.max(e.seq);
+            let to = match e.kind.as_str() {
+                "charge" => {
+                    let (Some(id), Some(chunk)) = (&e.charge_id, e.chunk) else {
+                        continue;
+                    };
+                    let status = e.status.clone().unwrap_or_else(|| "committed".into());
+                    self.count(&status, 1);
+                    if status != "released" {
+                        if let Some(h) = self.holders.get_mut(chunk as usize) {
+                            *h += 1;
+                        }
+                    }
+                    self.charges.insert(id.clone(), (chunk as u64, status));
+                    continue;
+                }
+                "start" => "started",
+                "commit" => "committed",
+                "release" => "released",
+                _ => continue,
+            };
+            let Some((chunk, from)) = e.ref_id.as_ref().and_then(|r| self.charges.get(r)).cloned()
+            else {
+                continue;
+            };
+            if from == to || from == "released" {
+                continue;
+            }
+            self.count(&from, -1);
+            self.count(to, 1);
+            if to == "released" {
+                if let Some(h) = self.holders.get_mut(chunk as usize) {
+                    *h = h.saturating_sub(1);
+                }
+            }
+            if let Some(c) = e.ref_id.as_ref().and_then(|r| self.charges.get_mut(r)) {
+                c.1 = to.to_owned();
+            }
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        512 + self.holders.len() * 4 + self.charges.len() * 96
+    }
+
+    fn view(&self) -> RunView {
+        let parse = |s: &Option<String>| s.as_deref().and_then(|t| serde_json::from_str(t).ok());
+        RunView {
+            id: self.decl.run_id.clone().unwrap_or_default(),
+            event: self.spec.event.clone(),
+            steps: self.spec.steps,
+            chunk_steps: self.spec.chunk_steps,
+            chunks: self.holders.len() as u64,
+            delta: self.spec.delta,
+            label: self.decl.label.clone(),
+            metadata: parse(&self.decl.metadata),
+            plan: self.spec.plan,
+            chunks_committed: self.committed,
+            chunks_reserved: self.reserved,
+            chunks_released: self.released,
+            next_chunk: self.holders.iter().position(|h| *h == 0).map(|i| i as u64),
+            created_at: self.decl.created_at.clone(),
+        }
+    }
+}
+
+/// Bytes of kept run progress: 8 MiB.
+pub(super) const RUN_CACHE_BYTES: usize = 8 << 20;
 
 /// A run's plan at the budget of `row` (see [`RunPlan`]).
 async fn plan(
@@ -321,7 +439,7 @@ impl Ledgers {
     ) -> Result<RunView, LedgerError> {
         self.authorize(actor, id, Action::Read).await?;
         self.row(id).await?;
-        let entries = self.store.list_run(id, run_id).await?;
+        let entries = self.store.list_run(id, run_id, 0).await?;
         if entries.first().map(|e| e.kind.as_str()) != Some("run") {
             return Err(LedgerError::RunNotFound(run_id.to_owned()));
         }
@@ -332,6 +450,41 @@ impl Ledgers {
             view.metadata = None;
         }
         Ok(view)
+    }
+
+    /// The progress of run `run_id` on dataset `id` now: the kept one moved past the run's entries
+    /// appended since (read by the index on (dataset, run, seq)), else read whole.
+    async fn run_progress(&self, id: &str, run_id: &str) -> Result<Arc<RunProgress>, LedgerError> {
+        let k = format!("{id}\n{run_id}");
+        let kept = self.runs.lock().expect("runs").get(&k);
+        let mut p = match kept {
+            Some(p) => (*p).clone(),
+            None => {
+                let entries = self.store.list_run(id, run_id, 0).await?;
+                let Some(decl) = entries.first().filter(|e| e.kind == "run") else {
+                    return Err(LedgerError::RunNotFound(run_id.to_owned()));
+                };
+                let mut p = RunProgress::new(decl.clone(), id)?;
+                p.advance(&entries[1..]);
+                let p = Arc::new(p);
+                self.runs
+                    .lock()
+                    .expect("runs")
+                    .insert(k, p.clone(), p.bytes());
+                return Ok(p);
+            }
+        };
+        let new = self.store.list_run(id, run_id, p.seq).await?;
+        if new.is_empty() {
+            return Ok(Arc::new(p));
+        }
+        p.advance(&new);
+        let p = Arc::new(p);
+        self.runs
+            .lock()
+            .expect("runs")
+            .insert(k, p.clone(), p.bytes());
+        Ok(p)
     }
 
     /// Admits (or reserves) the run's next chunk as a unit: `{charge, report}` as a charge.
@@ -365,20 +518,17 @@ impl Ledgers {
                 }
                 let row = self.row(id).await?;
                 self.check_state(&row).await?;
-                let entries = self.store.list_run(id, run_id).await?;
-                if entries.first().map(|e| e.kind.as_str()) != Some("run") {
-                    return Err(LedgerError::RunNotFound(run_id.to_owned()));
-                }
+                let progress = self.run_progress(id, run_id).await?;
                 let on_behalf = self
                     .act_on(
                         actor,
                         id,
                         &format!("run {run_id:?}"),
-                        entries[0].principal.as_deref(),
+                        progress.decl.principal.as_deref(),
                         req.reason.as_deref(),
                     )
                     .await?;
-                let run = run_view(&entries, id)?;
+                let run = progress.view();
                 if let Some(asked) = req.chunk {
                     if run.next_chunk != Some(asked) {
                         return Err(LedgerError::ChunkMismatch {
@@ -541,7 +691,7 @@ impl Ledgers {
                 if let (true, Some(run), Some(chunk)) = (release, &charge.run_id, charge.chunk) {
                     let later = self
                         .store
-                        .list_run(id, run)
+                        .list_run(id, run, 0)
                         .await?
                         .into_iter()
                         .filter(|e| e.kind == "charge" && e.status.as_deref() != Some("released"))
@@ -712,6 +862,107 @@ impl SettleKind {
             SettleKind::Start => "unit.started",
             SettleKind::Commit => "unit.committed",
             SettleKind::Release => "unit.released",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: i64, kind: &str, f: impl FnOnce(&mut EntryRow)) -> EntryRow {
+        let mut e = EntryRow::new(kind, "2026-01-01T00:00:00.000Z".into());
+        e.seq = seq;
+        e.run_id = Some("r".into());
+        f(&mut e);
+        e
+    }
+
+    fn charge(seq: i64, id: &str, chunk: i64, status: &str) -> EntryRow {
+        entry(seq, "charge", |e| {
+            (e.charge_id, e.chunk, e.status) = (Some(id.into()), Some(chunk), Some(status.into()))
+        })
+    }
+
+    fn settle(seq: i64, kind: &str, id: &str, chunk: i64) -> EntryRow {
+        entry(seq, kind, |e| {
+            (e.ref_id, e.chunk) = (Some(id.into()), Some(chunk))
+        })
+    }
+
+    /// Moved forward entry by entry, or read whole after every status changed (each charge then
+    /// shows its final status, and the settles that led there are applied again): the same
+    /// counts and next chunk as `run_view` counts from the final statuses.
+    #[test]
+    fn run_progress_counts_as_the_whole_run_does() {
+        let unit = Certificate::new(0.1, 0.0).unwrap();
+        let spec = RunSpec {
+            event: serde_json::json!({"type": "gdp", "mu": 0.1}),
+            steps: 40,
+            chunk_steps: 10,
+            delta: None,
+            plan: RunPlan {
+                chunk_unit: unit,
+                last_chunk_unit: None,
+                run_mu: 0.2,
+                run_delta: 0.0,
+                run_mu_as_one_unit: None,
+            },
+        };
+        let decl = entry(1, "run", |e| {
+            e.event = Some(serde_json::to_string(&spec).unwrap())
+        });
+        // As appended (each charge with the status it had when read at once).
+        let live = vec![
+            charge(2, "a", 0, "reserved"),
+            charge(3, "b", 1, "committed"),
+            settle(4, "start", "a", 0),
+            settle(5, "release", "a", 0),
+            charge(6, "c", 0, "reserved"),
+            settle(7, "commit", "c", 0),
+            charge(8, "d", 2, "reserved"),
+        ];
+        // The same run read after the fact: statuses as they are now.
+        let now: Vec<EntryRow> = live
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                e.status = match e.charge_id.as_deref() {
+                    Some("a") => Some("released".into()),
+                    Some("c") => Some("committed".into()),
+                    _ => e.status,
+                };
+                e
+            })
+            .collect();
+        let whole = run_view(&[vec![decl.clone()], now.clone()].concat(), "d").unwrap();
+        assert_eq!(
+            (
+                whole.chunks_committed,
+                whole.chunks_reserved,
+                whole.chunks_released
+            ),
+            (2, 1, 1)
+        );
+        assert_eq!(whole.next_chunk, Some(3));
+        let mut stepwise = RunProgress::new(decl.clone(), "d").unwrap();
+        for e in &live {
+            stepwise.advance(std::slice::from_ref(e));
+        }
+        let mut at_once = RunProgress::new(decl, "d").unwrap();
+        at_once.advance(&now);
+        for p in [&stepwise, &at_once] {
+            let v = p.view();
+            assert_eq!(
+                (
+                    v.chunks_committed,
+                    v.chunks_reserved,
+                    v.chunks_released,
+                    v.next_chunk
+                ),
+                (2, 1, 1, Some(3))
+            );
+            assert_eq!(p.seq, 8);
         }
     }
 }

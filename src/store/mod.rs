@@ -224,6 +224,10 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "ALTER TABLE datasets ADD COLUMN snapshot TEXT",
             "ALTER TABLE datasets ADD COLUMN snapshot_parts {I}",
             "CREATE TABLE IF NOT EXISTS certificates (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            // A run's entries after a seq, found without reading its earlier ones.
+            "DROP INDEX IF EXISTS entries_run",
+            "CREATE INDEX IF NOT EXISTS entries_run ON entries (dataset_id, run_id, seq) \
+                WHERE run_id IS NOT NULL",
             "CREATE TABLE IF NOT EXISTS snapshot_parts (
                 dataset_id TEXT NOT NULL,
                 token TEXT NOT NULL,
@@ -511,7 +515,7 @@ pub mod sql {
     pub const RUN_LIST: &str = concat!(
         "SELECT ",
         entry_columns!(),
-        " FROM entries WHERE dataset_id = ? AND run_id = ? ORDER BY seq"
+        " FROM entries WHERE dataset_id = ? AND run_id = ? AND seq > ? ORDER BY seq"
     );
     /// A page of entries after a seq, optionally of one kind.
     /// A ledger's charges, only the columns a summary shows ([`super::UnitRow`]).
@@ -1361,8 +1365,14 @@ pub trait Store: Send + Sync {
     async fn shared_body(&self, digest: &str) -> Result<Option<String>, StoreError>;
     /// The charge with this id, if any.
     async fn find_charge(&self, id: &str, charge_id: &str) -> Result<Option<EntryRow>, StoreError>;
-    /// A run's entries (its declaration and its chunks), in order.
-    async fn list_run(&self, id: &str, run_id: &str) -> Result<Vec<EntryRow>, StoreError>;
+    /// A run's entries (its declaration, its chunks and their starts, commits and releases)
+    /// with seq > `after`, in order.
+    async fn list_run(
+        &self,
+        id: &str,
+        run_id: &str,
+        after: i64,
+    ) -> Result<Vec<EntryRow>, StoreError>;
     /// Summaries of the charges with seq > `after`, in order.
     async fn list_units(
         &self,

@@ -614,10 +614,16 @@ impl Store for PostgresStore {
         Ok(row.as_ref().map(entry_from_row))
     }
 
-    async fn list_run(&self, id: &str, run_id: &str) -> Result<Vec<EntryRow>, StoreError> {
+    async fn list_run(
+        &self,
+        id: &str,
+        run_id: &str,
+        after: i64,
+    ) -> Result<Vec<EntryRow>, StoreError> {
         let rows = sqlx::query(&sql::numbered(sql::RUN_LIST))
             .bind(id)
             .bind(run_id)
+            .bind(after)
             .fetch_all(&self.pool)
             .await
             .map_err(unavailable)?;

@@ -298,7 +298,7 @@ async fn contract(store: Arc<dyn Store>) {
     let c3 = store.find_charge(&id, "c3").await.unwrap().unwrap();
     assert_eq!((c3.seq, c3.status.as_deref()), (3, Some("reserved")));
     assert!(store.find_charge(&id, "nope").await.unwrap().is_none());
-    let run = store.list_run(&id, "run1").await.unwrap();
+    let run = store.list_run(&id, "run1", 0).await.unwrap();
     assert_eq!(run.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3]);
     let settle_to = |from: &str, to: &str| {
         let mut u = update(2, 0.2);
