@@ -52,6 +52,14 @@ pub(crate) fn known(
     cached(event, relation, h, rule).is_some()
 }
 
+/// Drops the unit's certificates from the memo (the next use certifies it).
+pub(crate) fn forget(event: &Event, relation: NeighboringRelation, h: GridStep, rule: UnitDelta) {
+    let key = key(event, relation, h, rule);
+    MEMO.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&key);
+}
+
 /// Empties the memo.
 pub(crate) fn forget_all() {
     *MEMO.lock().unwrap_or_else(PoisonError::into_inner) = ByteCache::new(MEMO_BYTES);

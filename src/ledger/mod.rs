@@ -1517,10 +1517,58 @@ impl Ledgers {
         match self.store.get_certificates(&key).await {
             Ok(Some(v)) if certificates::recall(event, relation, h, rule, &v) => {
                 metrics::counter!("privacy_ledger_certificates_recalled_total").increment(1);
+                self.verify_recalled(event.clone(), (relation, h), rule, key, v);
                 None
             }
             _ => Some(key),
         }
+    }
+
+    /// Certifies a recalled unit again in the background (numerical work at low priority) and
+    /// compares: a stored row that differs from what this build computes was edited outside the
+    /// service. Then the memo and the row get the computed certificates, and the mismatch is
+    /// logged and counted (`privacy_ledger_certificates_mismatch_total`); units admitted on the
+    /// edited row in the meantime are named in the log. When the check cannot run (the engine is
+    /// busy) the unit leaves the memo, so its next charge certifies it before the gate.
+    fn verify_recalled(
+        &self,
+        event: Event,
+        (relation, h): (NeighboringRelation, GridStep),
+        rule: UnitDelta,
+        key: String,
+        stored: String,
+    ) {
+        let (store, admission) = (self.store.clone(), self.admission.clone());
+        tokio::spawn(async move {
+            let ev = event.clone();
+            let fresh = blocking(&admission, admission::Cost::Heavy, move || {
+                let path = crate::accountant::json::JsonPath::root().field("event");
+                Ok(certify(&ev, relation, h, rule, &path)?)
+            })
+            .await;
+            let fresh = match fresh {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::info!(error = %e, "a recalled certificate was not checked: dropped");
+                    certificates::forget(&event, relation, h, rule);
+                    return;
+                }
+            };
+            let recalled: Option<Vec<Certificate>> = serde_json::from_str(&stored).ok();
+            if recalled.as_ref() == Some(&fresh) {
+                return;
+            }
+            metrics::counter!("privacy_ledger_certificates_mismatch_total").increment(1);
+            tracing::error!(
+                stored = %stored, computed = ?fresh, event = %event.to_json(),
+                "a stored certificate differs from this build's: the certificates table was \
+                 edited outside the service; units of this event admitted since the recall \
+                 carry the stored figure (audit their datasets)"
+            );
+            let value = serde_json::to_string(&fresh).unwrap_or_default();
+            certificates::recall(&event, relation, h, rule, &value);
+            let _ = store.put_certificates(&key, &value).await;
+        });
     }
 
     /// Keeps a unit's certificates in the store, in the background (a failure only costs a

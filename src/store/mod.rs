@@ -457,8 +457,9 @@ pub mod sql {
     pub const SNAPSHOT_GET: &str = "SELECT state_seq, snapshot, snapshot_parts, \
         CASE WHEN snapshot IS NULL THEN state END AS state FROM datasets WHERE id = ?";
     pub const CERTIFICATES_GET: &str = "SELECT value FROM certificates WHERE key = ?";
-    pub const CERTIFICATES_PUT: &str =
-        "INSERT INTO certificates (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING";
+    /// A key names one result, so replacing it changes nothing, except a row that was edited.
+    pub const CERTIFICATES_PUT: &str = "INSERT INTO certificates (key, value) VALUES (?, ?) \
+        ON CONFLICT (key) DO UPDATE SET value = excluded.value";
     pub const SNAPSHOT_PARTS: &str =
         "SELECT bytes FROM snapshot_parts WHERE dataset_id = ? AND token = ? ORDER BY part";
     pub const SNAPSHOT_PART_INSERT: &str = "INSERT INTO snapshot_parts (dataset_id, token, seq, \
@@ -1293,7 +1294,7 @@ pub trait Store: Send + Sync {
     async fn get_snapshot(&self, id: &str) -> Result<Option<(i64, Vec<u8>)>, StoreError>;
     /// A unit's certificates as stored under `key` (see `ledger::certificates::stored_key`).
     async fn get_certificates(&self, key: &str) -> Result<Option<String>, StoreError>;
-    /// Stores a unit's certificates under `key` (a present key stays: it names one result).
+    /// Stores a unit's certificates under `key` (replacing what is there).
     async fn put_certificates(&self, key: &str, value: &str) -> Result<(), StoreError>;
     /// One part of a snapshot being written ([`Store::put_snapshot`]), in a transaction of its own.
     async fn put_snapshot_part(

@@ -194,4 +194,41 @@ async fn certificates_are_kept_across_restarts() {
     assert_eq!(s, StatusCode::CREATED, "{second}");
     assert_eq!(second["charge"]["unit"], first["charge"]["unit"]);
     assert!(counter(&app, "privacy_ledger_certificates_recalled_total").await >= recalled + 1.0);
+
+    // A row edited outside the service is found out: the recalled unit is certified again in
+    // the background, the memo and the row get this build's figures, the mismatch is counted.
+    let kept: String = sqlx::query_scalar("SELECT value FROM certificates")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE certificates SET value = ?")
+        .bind(r#"[{"mu":1e-6,"delta":0.0}]"#)
+        .execute(&pool)
+        .await
+        .unwrap();
+    privacy_ledger::ledger::forget_certificates();
+    let mismatches = counter(&app, "privacy_ledger_certificates_mismatch_total").await;
+    app.dataset("c", 10.0).await;
+    let (s, _) = app
+        .post("/v1/datasets/c/charges", json!({"event": event}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let mut restored = String::new();
+    for _ in 0..100 {
+        restored = sqlx::query_scalar("SELECT value FROM certificates")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        if restored == kept {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(restored, kept);
+    assert!(counter(&app, "privacy_ledger_certificates_mismatch_total").await >= mismatches + 1.0);
+    let (s, third) = app
+        .post("/v1/datasets/c/charges", json!({"event": event}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{third}");
+    assert_eq!(third["charge"]["unit"], first["charge"]["unit"]);
 }
