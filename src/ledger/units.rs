@@ -456,34 +456,31 @@ impl Ledgers {
     /// appended since (read by the index on (dataset, run, seq)), else read whole.
     async fn run_progress(&self, id: &str, run_id: &str) -> Result<Arc<RunProgress>, LedgerError> {
         let k = format!("{id}\n{run_id}");
+        let keep = |p: &Arc<RunProgress>| {
+            let mut runs = self.runs.lock().expect("runs");
+            runs.insert(k.clone(), p.clone(), p.bytes());
+        };
         let kept = self.runs.lock().expect("runs").get(&k);
-        let mut p = match kept {
-            Some(p) => (*p).clone(),
-            None => {
-                let entries = self.store.list_run(id, run_id, 0).await?;
-                let Some(decl) = entries.first().filter(|e| e.kind == "run") else {
-                    return Err(LedgerError::RunNotFound(run_id.to_owned()));
-                };
-                let mut p = RunProgress::new(decl.clone(), id)?;
-                p.advance(&entries[1..]);
-                let p = Arc::new(p);
-                self.runs
-                    .lock()
-                    .expect("runs")
-                    .insert(k, p.clone(), p.bytes());
-                return Ok(p);
-            }
+        let Some(mut p) = kept else {
+            let entries = self.store.list_run(id, run_id, 0).await?;
+            let Some(decl) = entries.first().filter(|e| e.kind == "run") else {
+                return Err(LedgerError::RunNotFound(run_id.to_owned()));
+            };
+            let mut p = RunProgress::new(decl.clone(), id)?;
+            p.advance(&entries[1..]);
+            let p = Arc::new(p);
+            keep(&p);
+            return Ok(p);
         };
         let new = self.store.list_run(id, run_id, p.seq).await?;
         if new.is_empty() {
-            return Ok(Arc::new(p));
+            return Ok(p);
         }
-        p.advance(&new);
-        let p = Arc::new(p);
-        self.runs
-            .lock()
-            .expect("runs")
-            .insert(k, p.clone(), p.bytes());
+        // Moved in place: the cache lets go of it first, so it is copied only if a caller still
+        // holds the previous progress (the dataset's lock makes that rare).
+        self.runs.lock().expect("runs").remove(&k);
+        Arc::make_mut(&mut p).advance(&new);
+        keep(&p);
         Ok(p)
     }
 
