@@ -15,7 +15,7 @@
 //! was abandoned keeps its permit until it reaches its next check and stops, so abandoned work
 //! cannot pile up beyond the limit.
 
-use super::LedgerError;
+use super::error::LedgerError;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

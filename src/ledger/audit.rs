@@ -25,7 +25,8 @@
 //! anchored ones shows the rewrite.
 
 use super::auth::{Action, Actor};
-use super::{LedgerError, Ledgers};
+use super::error::LedgerError;
+use super::Ledgers;
 use crate::store::{
     audit_hash, AuditDraft, AuditQuery, AuditRecord, QuotaRow, QuotaState, AUDIT_GENESIS,
 };
@@ -40,7 +41,7 @@ pub struct Builder(AuditDraft);
 pub fn draft(actor: &Actor, action: &str, dataset: Option<&str>, target: Option<&str>) -> Builder {
     Builder(AuditDraft {
         chain: dataset.unwrap_or("").to_owned(),
-        at: super::now(),
+        at: super::rows::now(),
         principal: actor.principal.name.clone(),
         credential: Some(actor.principal.token_id.clone()),
         action: action.to_owned(),

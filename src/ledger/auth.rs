@@ -21,7 +21,9 @@
 //! A principal that may see the dataset (a global role, or a grant) but not do what it asked
 //! gets 403.
 
-use super::{audit, now, LedgerError, Ledgers};
+use super::error::LedgerError;
+use super::rows::now;
+use super::{audit, Ledgers};
 use crate::store::TokenRow;
 use serde::Serialize;
 use sha2::{Digest, Sha256};

@@ -23,7 +23,9 @@
 //! same multiset of events, a different but equally sound discretisation of it.
 
 use super::admission::{self, Admission};
-use super::{blocking, LedgerError};
+use super::compute::blocking;
+use super::error::LedgerError;
+use super::Ledgers;
 use crate::accountant::cache::ByteCache;
 use crate::accountant::composition::Composition;
 use crate::accountant::event::Count;
@@ -242,7 +244,10 @@ impl Compositions {
     /// version 0, from which every entry is composed again).
     async fn stored(&self, row: &DatasetRow) -> Result<Arc<Composed>, LedgerError> {
         let empty = || -> Result<Arc<Composed>, LedgerError> {
-            let c = Composition::new(super::relation_of(row)?, super::grid_step_of(row)?);
+            let c = Composition::new(
+                super::rows::relation_of(row)?,
+                super::rows::grid_step_of(row)?,
+            );
             Ok(Arc::new(Composed::new(0, Ok(Arc::new(c)))))
         };
         for _ in 0..3 {
@@ -379,7 +384,7 @@ impl Tail {
     fn analytic(&self, c: &Composition) -> bool {
         self.counted
             .iter()
-            .all(|(json, _)| parse(json).is_ok_and(|e| super::analytic(&e, c.relation())))
+            .all(|(json, _)| parse(json).is_ok_and(|e| super::compute::analytic(&e, c.relation())))
     }
 }
 
@@ -419,6 +424,19 @@ fn compose(
         Ok(()) => Ok(Ok(next)),
         Err(e @ AccountantError::Stopped(_)) => Err(e.into()),
         Err(e) => Ok(Err(e.to_string())),
+    }
+}
+
+impl Ledgers {
+    /// After an append at `version` that added a unit (`analytic`: a closed-form one) to dataset
+    /// `id`: its exact composition is caught up in the background — soon after every numerical
+    /// unit, so a report finds it current, and every [`SNAPSHOT_UNITS`] versions
+    /// on closed-form ledgers (a report composes their tail in microseconds per unit), so the
+    /// stored snapshot keeps up.
+    pub(super) fn composed_later(&self, id: &str, version: i64, analytic: bool) {
+        if !analytic || version % SNAPSHOT_UNITS == 0 {
+            self.compositions.nudge(id);
+        }
     }
 }
 

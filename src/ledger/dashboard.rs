@@ -6,12 +6,14 @@
 //! fully adaptive composition what was spent depends on the outputs, so the valid guarantee is the
 //! budget's ([`super::filter::Budget::guarantee`]) — the pages say so beside the curve.
 
+use super::auth::Actor;
+use super::error::LedgerError;
 use super::filter::FilterState;
 use super::quotas::QuotaView;
-use super::{
-    budget_of, filter_of, filter_report, relation_of, Actor, DatasetReport, DatasetView,
-    LedgerError, Ledgers,
-};
+use super::reports::filter_report;
+use super::rows::{budget_of, filter_of, relation_of};
+use super::views::{DatasetReport, DatasetView};
+use super::Ledgers;
 use crate::accountant::certificate::Certificate;
 use crate::accountant::params::{Alpha, ReportOptions};
 use crate::accountant::report::TradeoffPoint;

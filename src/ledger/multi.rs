@@ -18,14 +18,17 @@
 //!
 //! [`Store::append_many`]: crate::store::Store::append_many
 
+use super::auth::{Action, Actor};
+use super::calibration::Certified;
+use super::compute::blocking;
+use super::error::LedgerError;
 use super::filter::{Gate, Verdict};
 use super::input::{MultiChargeRequest, Target};
 use super::partition::{self, BlockSelector, Partitioning, MAX_BLOCKS};
-use super::{
-    admission, audit, blocking, budget_of, engine_of, filter_of, gate_cost, grid_step_of, quotas,
-    rejection, relation_of, unchanged, unit_delta, view, Action, Actor, CertificateView, Certified,
-    ChargeOutcome, LedgerError, Ledgers,
-};
+use super::rows::{budget_of, engine_of, filter_of, grid_step_of, relation_of, unchanged};
+use super::verdict::{gate_cost, rejection, unit_delta};
+use super::views::{view, CertificateView, ChargeOutcome};
+use super::{admission, audit, quotas, Ledgers};
 use crate::accountant::certificate::Certificate;
 use crate::accountant::composition::Composition;
 use crate::accountant::json::JsonPath;
@@ -101,7 +104,7 @@ pub struct BlockView {
     pub description: String,
     /// Past the retention horizon: no charge may name it.
     pub read_only: bool,
-    pub budget: super::Budget,
+    pub budget: super::input::Budget,
     pub mu_spent: f64,
     pub delta_spent: f64,
     pub remaining_mu: f64,
@@ -153,14 +156,14 @@ struct Part {
 
 /// The first row of block `name` of `parent`: the dataset's per-block budget, relation and grid.
 fn block_template(parent: &DatasetRow, name: &str) -> Result<DatasetRow, LedgerError> {
-    Ok(super::empty_row(
+    Ok(super::rows::empty_row(
         partition::block_id(&parent.id, name),
         format!("block {name} of {}", parent.id),
         &parent.neighboring_relation,
         (
             budget_of(parent)?,
             grid_step_of(parent)?,
-            super::cap_of(parent)?,
+            super::rows::cap_of(parent)?,
         ),
         None,
     ))
@@ -314,7 +317,7 @@ impl Ledgers {
         let result = self.charge_many_inner(actor, req).await;
         metrics::histogram!("privacy_ledger_multi_charge_seconds")
             .record(started.elapsed().as_secs_f64());
-        metrics::counter!("privacy_ledger_multi_charges_total", "outcome" => super::outcome_of(&result))
+        metrics::counter!("privacy_ledger_multi_charges_total", "outcome" => super::charge::outcome_of(&result))
             .increment(1);
         result
     }
@@ -356,8 +359,8 @@ impl Ledgers {
         let event_json = req.event.to_json();
         // New block ledgers already counted against the principal's limit by an earlier attempt.
         let mut taken = 0;
-        for attempt in 0..super::MAX_ATTEMPTS as u32 {
-            super::back_off(attempt).await;
+        for attempt in 0..super::write::MAX_ATTEMPTS as u32 {
+            super::write::back_off(attempt).await;
             // Under the locks, every attempt: a retry racing its original (on this replica or
             // another) replays it instead of being gated after it; and a retry replays even once
             // a block it charged has become read-only.
@@ -536,7 +539,7 @@ impl Ledgers {
             }
             *taken += more;
         }
-        let ts = super::now();
+        let ts = super::rows::now();
         let charge_id = uuid::Uuid::now_v7().to_string();
         let mut ledgers = Vec::with_capacity(parts.len());
         for (p, (unit, verdict)) in parts.iter().zip(&gated) {
@@ -571,7 +574,7 @@ impl Ledgers {
                 created_at: ts.clone(),
             },
         })
-        .map_err(super::internal)?;
+        .map_err(super::error::internal)?;
         // The response is stored once; every ledger's entry refers to it.
         let shared = SharedBody::new(body.to_string());
         let stored = serde_json::json!({ SHARED_BODY: shared.digest }).to_string();
@@ -649,7 +652,7 @@ impl Ledgers {
                     let v = it.expected_version;
                     self.keep(&it.id, v, &it.update, &Ok(v + 1));
                     let e = p.spec.event.as_deref().unwrap_or(&req.event);
-                    self.composed_later(&it.id, v + 1, super::analytic(e, p.engine.0));
+                    self.composed_later(&it.id, v + 1, super::compute::analytic(e, p.engine.0));
                 }
                 Ok(Some(ChargeOutcome {
                     created: true,
@@ -778,8 +781,8 @@ impl Ledgers {
         // Its budget and quotas are the dataset's at the version they were read at: a quota set
         // meanwhile makes the store refuse the block, and it is made again from the new ones.
         let mut created = None;
-        for attempt in 0..super::MAX_ATTEMPTS as u32 {
-            super::back_off(attempt).await;
+        for attempt in 0..super::write::MAX_ATTEMPTS as u32 {
+            super::write::back_off(attempt).await;
             let parent = self.row(id).await?;
             let mut row = block_template(&parent, &name)?;
             if let Some(d) = &description {
@@ -962,6 +965,6 @@ fn gate_all(
 mod tests {
     #[test]
     fn the_shared_body_key_differs_from_the_report_key() {
-        assert_ne!(super::SHARED_BODY, super::super::SHARED);
+        assert_ne!(super::SHARED_BODY, super::super::write::SHARED);
     }
 }

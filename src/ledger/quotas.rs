@@ -20,11 +20,12 @@
 //! dataset's version, see `docs/partitions.md`). Each block checks the invariants on its own spend.
 
 use super::auth::{principal_name, Action, Actor};
+use super::error::{internal, LedgerError};
 use super::filter::{sqrt_up, FilterState, Share};
 use super::input::Budget;
-use super::{
-    audit, budget_of, filter_of, internal, now, unchanged, LedgerError, Ledgers, MAX_ATTEMPTS,
-};
+use super::rows::{budget_of, filter_of, now, unchanged};
+use super::write::MAX_ATTEMPTS;
+use super::{audit, Ledgers};
 use crate::accountant::rounding;
 use crate::store::{DatasetRow, DatasetUpdate, EntryRow, LedgerAppend, QuotaRow, StoreError};
 use serde::Serialize;
@@ -288,7 +289,7 @@ impl Ledgers {
             req.idempotency_key.as_ref(),
         );
         for attempt in 0..MAX_ATTEMPTS as u32 {
-            super::back_off(attempt).await;
+            super::write::back_off(attempt).await;
             if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
                 return serde_json::from_value(body).map_err(internal);
             }

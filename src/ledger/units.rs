@@ -27,14 +27,18 @@
 //! (a released unit's replay is 409 `unit_released`).
 
 use super::auth::{Action, Actor};
+use super::charge::UnitRequest;
+use super::compute::{blocking, exact_with};
+use super::error::{internal, LedgerError};
 use super::filter::FilterState;
 use super::input::{ChunkRequest, RunRequest, SettleKind, SettleRequest};
 use super::keys::{IdemKey, Operation};
+use super::rows::{budget_of, filter_of, now, relation_of, unchanged};
+use super::verdict::unit_delta;
+use super::views::ChargeOutcome;
+use super::write::MAX_ATTEMPTS;
 use super::write::{Plan, PlanFuture, Written};
-use super::{
-    audit, blocking, budget_of, exact_with, filter_of, internal, now, relation_of, unchanged,
-    unit_delta, ChargeOutcome, LedgerError, Ledgers, UnitRequest, MAX_ATTEMPTS,
-};
+use super::{audit, Ledgers};
 use crate::accountant::certificate::Certificate;
 use crate::accountant::event::Count;
 use crate::accountant::json::JsonPath;
@@ -78,10 +82,10 @@ pub struct RunView {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunPlan {
     /// The certificate (μᵢ, δᵢ) of a full chunk.
-    #[schema(value_type = super::CertificateView)]
+    #[schema(value_type = super::views::CertificateView)]
     pub chunk_unit: Certificate,
     /// The certificate of the last chunk when it is shorter.
-    #[schema(value_type = Option<super::CertificateView>)]
+    #[schema(value_type = Option<super::views::CertificateView>)]
     pub last_chunk_unit: Option<Certificate>,
     /// What the whole run adds to the filter: √(Σ over its chunks of μᵢ²) (rounded up) and Σδᵢ.
     pub run_mu: f64,
@@ -290,12 +294,12 @@ async fn plan(
 ) -> Result<RunPlan, LedgerError> {
     let (relation, h, budget) = (
         relation_of(row)?,
-        super::grid_step_of(row)?,
+        super::rows::grid_step_of(row)?,
         budget_of(row)?,
     );
     let (step, steps, chunk_steps, own) =
         (req.event.clone(), req.steps, req.chunk_steps, req.delta);
-    let cost = super::admission::Cost::light_if(super::analytic(&step, relation));
+    let cost = super::admission::Cost::light_if(super::compute::analytic(&step, relation));
     blocking(admission, cost, move || {
         let path = JsonPath::root().field("event");
         let cert = |n: u64| -> Result<Certificate, LedgerError> {
@@ -506,7 +510,7 @@ impl Ledgers {
         );
         let result = async {
             for attempt in 0..MAX_ATTEMPTS as u32 {
-                super::back_off(attempt).await;
+                super::write::back_off(attempt).await;
                 if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
                     return Ok(ChargeOutcome {
                         created: false,
@@ -556,14 +560,14 @@ impl Ledgers {
                 // The version CAS of the append also guards the chunk choice: a chunk admitted
                 // meanwhile (by another replica) moved the version, and this attempt starts over.
                 let quotas = self.store.list_quotas(id).await?;
-                if let super::Attempt::Done(o) = self
+                if let super::charge::Attempt::Done(o) = self
                     .admit_once(
                         actor,
                         id,
                         &unit,
                         row,
                         &quotas,
-                        super::Mode {
+                        super::charge::Mode {
                             from_cache: false,
                             queue: false,
                         },
@@ -576,7 +580,7 @@ impl Ledgers {
             Err(LedgerError::Busy)
         }
         .await;
-        super::record_gate(id, started, &result);
+        super::charge::record_gate(id, started, &result);
         result
     }
 
@@ -673,7 +677,7 @@ impl Ledgers {
                     .await?;
                 // Starting twice changes nothing.
                 if (how, status.as_str()) == (SettleKind::Start, "started") {
-                    let mut view = super::charge_view(&charge);
+                    let mut view = super::views::charge_view(&charge);
                     view.status = status;
                     let f = filter_of(&row)?;
                     return Ok(Plan::Answer((
@@ -755,7 +759,7 @@ impl Ledgers {
                     // The committed unit joins the exact composition (a report, composed later).
                     joins = true;
                 }
-                let mut settled = super::charge_view(&charge);
+                let mut settled = super::views::charge_view(&charge);
                 settled.status = new_status.to_owned();
                 let body = serde_json::json!({
                     "charge": settled,

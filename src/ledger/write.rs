@@ -1,4 +1,4 @@
-//! The one write loop of a state change on one ledger.
+//! The one write loop of a state change on one ledger, and what surrounds every write.
 //!
 //! Every such change (a budget, a run's declaration, a start, commit or release) is a *plan*: a
 //! function of the ledger's row as the store has it now that says what to append and what to
@@ -9,13 +9,18 @@
 //! the ledger first. Charges and chunks take the pipelined path of [`Ledgers::admit`] (appends
 //! queued behind the previous one of the dataset), and multi-ledger writes append on several rows
 //! in one transaction; both keep the same order: replay, gate on what was read, compare-and-swap.
+//!
+//! Replays: a request's outcome is stored with its entry ([`stored_response`]) and answered again,
+//! with its unit's status now, for a retry with the same idempotency key ([`Ledgers::replay`]).
 
+use super::error::LedgerError;
 use super::keys::IdemKey;
-use super::{back_off, LedgerError, Ledgers, MAX_ATTEMPTS};
-use crate::store::{DatasetRow, DatasetUpdate, EntryRow};
+use super::{keys, multi, Ledgers};
+use crate::store::{DatasetRow, DatasetUpdate, EntryRow, SharedBody, StoreError};
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// A plan's work: it borrows what the request holds (for `'a`), and is `Send` (so the handler's
 /// future is).
@@ -76,5 +81,252 @@ impl Ledgers {
             }
         }
         Err(LedgerError::Busy)
+    }
+}
+
+/// Waits a random 0 to 2^min(n,6) − 1 ms before the (n+1)-th attempt after losing a
+/// compare-and-swap to another replica (none before the first), so replicas contending for one
+/// dataset spread out instead of colliding again.
+pub(super) async fn back_off(n: u32) {
+    if n == 0 {
+        return;
+    }
+    let ms = (uuid::Uuid::new_v4().as_u128() as u64) % (1u64 << n.min(6));
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+}
+
+/// How often a charge is retried when another writer appended first.
+pub(super) const MAX_ATTEMPTS: usize = 16;
+
+/// How long a writer waits for a dataset's lock before checking that the store answers.
+pub(super) const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(50);
+/// Longest a writer waits for a dataset's lock (then 503 `busy`).
+pub(super) const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The key of a stored response's report that names its shared body.
+pub(super) const SHARED: &str = "$shared";
+
+/// A response as stored for replays, and the part of it stored once for many entries: the
+/// report without its count of invocations (the same for every charge within the budget) goes
+/// to a [`SharedBody`] and the response keeps `{"$shared": digest, "invocations": n}` in its
+/// place (a few dozen bytes instead of kilobytes per charge). [`Ledgers::replay`] puts it back:
+/// the replayed body equals `body`.
+pub(super) fn stored_response(body: &Value) -> (String, Option<SharedBody>) {
+    let Some(Value::Object(report)) = body.get("report") else {
+        return (body.to_string(), None);
+    };
+    let mut rest = report.clone();
+    let Some(invocations) = rest.remove("invocations") else {
+        return (body.to_string(), None);
+    };
+    let shared = SharedBody::new(Value::Object(rest).to_string());
+    let mut stored = body.clone();
+    stored["report"] = serde_json::json!({SHARED: shared.digest, "invocations": invocations});
+    (stored.to_string(), Some(shared))
+}
+
+impl Ledgers {
+    pub(super) fn lock_for(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut m = self.locks.lock().expect("lock map");
+        m.entry(id.to_owned()).or_default().clone()
+    }
+
+    /// The dataset's write lock. A writer that cannot take it at once checks that the store
+    /// answers before queueing: during an outage the holder is itself waiting for the store, and
+    /// queueing would turn each request's pool timeout into a sum of them (503s arriving after
+    /// 3 s, 6 s, 9 s…). So a request fails within one store timeout, and never waits longer than
+    /// [`MAX_LOCK_WAIT`] ([`LedgerError::Busy`], 503 with Retry-After).
+    pub(super) async fn lock(
+        &self,
+        id: &str,
+    ) -> Result<tokio::sync::OwnedMutexGuard<()>, LedgerError> {
+        let lock = self.lock_for(id);
+        if let Ok(g) = lock.clone().try_lock_owned() {
+            return Ok(g);
+        }
+        let mut waiting = std::pin::pin!(lock.lock_owned());
+        tokio::select! {
+            g = &mut waiting => return Ok(g),
+            _ = tokio::time::sleep(LOCK_PATIENCE) => {}
+        }
+        self.store.ping().await?;
+        tokio::time::timeout(MAX_LOCK_WAIT, waiting)
+            .await
+            .map_err(|_| LedgerError::Busy)
+    }
+
+    /// Appends `entry` at `version + 1` (the store's compare-and-swap) with `update`, and keeps
+    /// the cache current. `Ok(false)` when another writer (a replica) appended first or took the
+    /// idempotency key: the caller re-reads and tries again.
+    pub(super) async fn append(
+        &self,
+        id: &str,
+        version: i64,
+        entry: &EntryRow,
+        update: &DatasetUpdate,
+    ) -> Result<bool, LedgerError> {
+        let result = self.store.append(id, version, entry, update).await;
+        self.keep(id, version, update, &result);
+        match result {
+            Ok(_) => Ok(true),
+            Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => Ok(false),
+            Err(StoreError::NotFound) => Err(LedgerError::NotFound(id.to_owned())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The stored outcome of an earlier request with this idempotency key (in its scope: the same
+    /// principal, operation and target, [`keys`]), or an error if the key was used for another
+    /// request (another body). A unit's outcome answers the unit's status now ([`Ledgers::now_of`]).
+    pub(super) async fn replay(
+        &self,
+        id: &str,
+        key: Option<&keys::IdemKey>,
+        request_hash: &str,
+    ) -> Result<Option<Value>, LedgerError> {
+        let Some(key) = key else {
+            return Ok(None);
+        };
+        let e = match self.store.find_entry_by_key(id, key.stored()).await? {
+            Some(e) => e,
+            None => {
+                // An entry written before keys were scoped: this client's only if it recorded
+                // this principal, or none and the caller is a global admin (and its key is not
+                // itself a scoped one).
+                match self.store.find_entry_by_key(id, key.legacy()).await? {
+                    Some(e)
+                        if key.may_replay_legacy(e.principal.as_deref())
+                            && e.idempotency_key.as_deref().is_some_and(keys::is_legacy) =>
+                    {
+                        e
+                    }
+                    _ => return Ok(None),
+                }
+            }
+        };
+        if e.request_hash.as_deref() != Some(request_hash) {
+            return Err(LedgerError::IdempotencyKeyReused(key.raw().to_owned()));
+        }
+        let body = self.stored_body(&e).await?;
+        self.now_of(id, body).await.map(Some)
+    }
+
+    /// A replayed outcome with its unit's status as it is now: a unit reserved (or started) by the
+    /// original request may since have been started, committed or released. A released unit's
+    /// outcome is an error ([`LedgerError::UnitReleased`]): a retried job must not run on budget
+    /// that was refunded (and may have been spent again).
+    pub(super) async fn now_of(&self, id: &str, mut body: Value) -> Result<Value, LedgerError> {
+        let open = |s: &str| matches!(s, "reserved" | "started");
+        let Some(charge_id) = body
+            .get("charge")
+            .filter(|c| c.get("status").and_then(Value::as_str).is_some_and(open))
+            .and_then(|c| c.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Ok(body);
+        };
+        let charge = self
+            .store
+            .find_charge(id, &charge_id)
+            .await?
+            .ok_or_else(|| LedgerError::Corrupt(id.to_owned(), format!("charge {charge_id}")))?;
+        let status = charge.status.unwrap_or_else(|| "committed".into());
+        body["charge"]["status"] = Value::String(status.clone());
+        if status == "released" {
+            return Err(LedgerError::UnitReleased {
+                charge: charge_id,
+                view: Box::new(body["charge"].clone()),
+            });
+        }
+        Ok(body)
+    }
+
+    /// An entry's stored response, with its shared parts put back.
+    pub(super) async fn stored_body(&self, e: &EntryRow) -> Result<Value, LedgerError> {
+        let unreadable = || LedgerError::Internal("stored outcome unreadable".into());
+        let mut body: Value = e
+            .response
+            .as_deref()
+            .and_then(|r| serde_json::from_str(r).ok())
+            .ok_or_else(unreadable)?;
+        // A response kept whole for every ledger of a multi-ledger charge ([`multi`]).
+        if let Some(digest) = body.get(multi::SHARED_BODY).and_then(Value::as_str) {
+            let text = self
+                .store
+                .shared_body(digest)
+                .await?
+                .ok_or_else(unreadable)?;
+            return serde_json::from_str(&text).map_err(|_| unreadable());
+        }
+        // A report stored once for many charges ([`stored_response`]): put back in place.
+        let shared = body.get("report").and_then(|r| {
+            Some((
+                r.get(SHARED)?.as_str()?.to_owned(),
+                r.get("invocations")?.clone(),
+            ))
+        });
+        if let Some((digest, invocations)) = shared {
+            let text = self
+                .store
+                .shared_body(&digest)
+                .await?
+                .ok_or_else(unreadable)?;
+            let mut report: Value = serde_json::from_str(&text).map_err(|_| unreadable())?;
+            report
+                .as_object_mut()
+                .ok_or_else(unreadable)?
+                .insert("invocations".into(), invocations);
+            body["report"] = report;
+        }
+        Ok(body)
+    }
+
+    /// Refuses to write on a ledger whose stored state is not the one its audit log last stated
+    /// ([`crate::store::LedgerState`], written in the same transaction as every change): a reset
+    /// `mu_sq_spent`, a rolled-back row or an edited budget would otherwise let the gate admit
+    /// past the budget. Ledgers whose last change predates audited states are not checked.
+    pub(super) async fn check_state(&self, row: &DatasetRow) -> Result<(), LedgerError> {
+        use crate::store::LedgerState;
+        let Some(rec) = self.store.last_state_audit(&row.id).await? else {
+            // None stated: fine for a ledger not written since states were audited; one that was
+            // must have its records (a deleted chain hides nothing).
+            if row.states_from.is_some_and(|v| row.version >= v) {
+                return Err(LedgerError::StateCorrupt(
+                    row.id.clone(),
+                    format!(
+                        "it is at version {} but its audit log states none of its states since \
+                         version {} (its audit chain was deleted outside the service)",
+                        row.version,
+                        row.states_from.unwrap_or(0)
+                    ),
+                ));
+            }
+            return Ok(());
+        };
+        let (Some(stated), Some(stored)) =
+            (LedgerState::of_audit(&rec.draft), LedgerState::of_row(row))
+        else {
+            return Ok(());
+        };
+        // The row is read first: a newer audited state is another writer's append since (a
+        // replica), which the append's compare-and-swap will see; the same version must match in
+        // every field, and an older one means the row moved without an audited change.
+        if stated.version > stored.version {
+            return Ok(());
+        }
+        if stated != stored {
+            return Err(LedgerError::StateCorrupt(
+                row.id.clone(),
+                format!(
+                    "its stored state {stored:?} is not the state its audit log last recorded \
+                     (record {} of its chain: {stated:?}); it was changed outside the service, \
+                     so nothing is admitted on it until an operator restores it \
+                     (`privacy-ledger audit verify` lists the differences)",
+                    rec.seq
+                ),
+            ));
+        }
+        Ok(())
     }
 }

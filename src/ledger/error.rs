@@ -1,0 +1,99 @@
+//! The ledger layer's one error type (HTTP-agnostic; `http::error` maps it to status codes).
+
+use super::views::Rejection;
+use crate::accountant::AccountantError;
+use crate::store::StoreError;
+use serde_json::Value;
+
+/// Errors of the ledger layer (HTTP-agnostic; `http::error` maps them to status codes).
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("dataset {0:?} does not exist")]
+    NotFound(String),
+    #[error("dataset {0:?} already exists")]
+    AlreadyExists(String),
+    #[error("the charge would exceed the dataset's budget")]
+    BudgetExceeded(Box<Rejection>),
+    #[error("idempotency key {0:?} was already used for a different request")]
+    IdempotencyKeyReused(String),
+    #[error(transparent)]
+    Accountant(#[from] AccountantError),
+    #[error("the store is unavailable")]
+    Unavailable(#[source] StoreError),
+    #[error("the ledger is busy: too many concurrent writers, retry")]
+    Busy,
+    /// Too much numerical work is running or waiting; retry after this many seconds.
+    #[error("the accountant is at capacity; retry in {0} s")]
+    Overloaded(u64),
+    #[error("internal error: {0}")]
+    Internal(String),
+    #[error("dataset {0:?} has a corrupt stored state: {1}")]
+    Corrupt(String, String),
+    #[error("charge {0:?} does not exist on this dataset")]
+    ChargeNotFound(String),
+    #[error("run {0:?} does not exist on this dataset")]
+    RunNotFound(String),
+    #[error("charge {charge:?} is {status}, not reserved")]
+    NotReserved { charge: String, status: String },
+    #[error("charge {0:?}: a unit whose outputs were released cannot be refunded; commit it")]
+    OutputsReleased(String),
+    #[error("charge {0:?}: its job has started reading the data; it can only be committed")]
+    UnitStarted(String),
+    /// A replayed request whose unit was released since: its budget was refunded.
+    #[error("charge {charge:?} was released (refunded); run nothing on it")]
+    UnitReleased { charge: String, view: Box<Value> },
+    /// Someone other than the unit's (or run's) owner acting on it without an admin's reason.
+    #[error("{0}")]
+    NotOwner(String),
+    #[error("run {0:?} has no chunk left to admit")]
+    RunComplete(String),
+    #[error("run {run:?}: the request names chunk {asked}, the next one is {next:?}")]
+    ChunkMismatch {
+        run: String,
+        asked: u64,
+        next: Option<u64>,
+    },
+    #[error("charge {charge:?} cannot be released: {reason}")]
+    ReleaseRefused { charge: String, reason: String },
+    #[error("missing, unknown, revoked or expired bearer token")]
+    Unauthenticated,
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// A value that is well-formed JSON but not acceptable (the field, the reason).
+    #[error("{0}: {1}")]
+    Invalid(String, String),
+    /// A quota or budget change that would break the quotas' invariants.
+    #[error("{0}")]
+    QuotaConflict(String),
+    /// A block past its dataset's retention horizon: it may be read, not charged.
+    #[error("{0}")]
+    ReadOnly(String),
+    /// A budget above the cap fixed at the dataset's creation.
+    #[error("{0}")]
+    CapExceeded(String),
+    /// The dataset's stored state disagrees with its last audited state: it was changed behind
+    /// the service's back (or restored alone); nothing is admitted on it until an operator
+    /// resolves it.
+    #[error("dataset {0:?}: {1}")]
+    StateCorrupt(String, String),
+    /// Too many new ledgers (blocks) for one principal this minute; retry after the seconds.
+    #[error("{1}")]
+    TooManyNewLedgers(u64, String),
+}
+
+pub(crate) fn internal(e: impl std::fmt::Display) -> LedgerError {
+    LedgerError::Internal(e.to_string())
+}
+
+impl From<StoreError> for LedgerError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Corrupt(m) => LedgerError::Internal(m),
+            StoreError::InvalidValue(m) => LedgerError::Invalid(
+                "request".into(),
+                format!("holds a value the database cannot store ({m})"),
+            ),
+            other => LedgerError::Unavailable(other),
+        }
+    }
+}

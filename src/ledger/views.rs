@@ -1,0 +1,275 @@
+//! What the ledger answers: datasets, charges, entries, reports and rejections as the API shows
+//! them (the spec's schemas come from these types).
+
+use super::error::LedgerError;
+use super::filter::{FilterState, Statement};
+use super::input::Budget;
+use super::rows::{budget_of, grid_step_of, relation_of, statement_of};
+use super::{keys, schema};
+use crate::accountant::certificate::Certificate;
+use crate::accountant::report::Report;
+use crate::accountant::NeighboringRelation;
+use crate::store::{DatasetRow, EntryRow};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// A unit's certificate on the wire (the schema of [`Certificate`], which serialises the same way;
+/// the accountant's types carry no schema).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = Certificate)]
+pub struct CertificateView {
+    /// μ of the Gaussian part (an upper bound).
+    pub mu: f64,
+    /// δᵢ: the probability of the unit's "reveal" part; its trade-off curve is at least
+    /// G_μ ⊗ f_{0,δ} in both neighbour orders.
+    pub delta: f64,
+}
+
+/// Why a charge was rejected.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rejection {
+    /// μ of the filter with the unit, √(Σμᵢ² + μ_unit²).
+    pub mu_after: Option<f64>,
+    /// δ of the filter with the unit, Σδᵢ + δ_unit.
+    pub delta_after: f64,
+    pub mu_budget: f64,
+    pub delta_budget: f64,
+    pub mu_spent: f64,
+    pub delta_spent: f64,
+    pub remaining_mu: f64,
+    pub remaining_delta: f64,
+    /// The unit's certificate (μᵢ, δᵢ) the gate tried.
+    pub unit: Certificate,
+    /// The quota that refused the unit (a principal, or `*` for the unallocated share); absent
+    /// when the dataset's budget refused it.
+    pub quota: Option<String>,
+    /// On a charge of several ledgers: the ledger (a dataset, or a block `dataset@block`) that
+    /// refused the unit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dataset_id: Option<String>,
+    pub reason: String,
+}
+
+/// A dataset and what it has spent.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = Dataset)]
+pub struct DatasetView {
+    pub id: String,
+    pub description: String,
+    /// `add_or_remove_one` or `replace_one`.
+    #[schema(value_type = String)]
+    pub neighboring_relation: NeighboringRelation,
+    pub budget: Budget,
+    /// What the ledger states about the whole interaction on it (at the budget's high-water mark,
+    /// which lowering the budget never lowers), and when it holds.
+    pub statement: Statement,
+    /// μ spent under the adaptive filter, √Σμᵢ² over the admitted units (rounded up).
+    pub mu_spent: f64,
+    /// δ spent under the filter, Σδᵢ (rounded up).
+    pub delta_spent: f64,
+    /// √(μ_budget² − Σμᵢ²): the largest μ a further unit can have.
+    pub remaining_mu: f64,
+    /// δ_budget − Σδᵢ.
+    pub remaining_delta: f64,
+    /// Units counted by the filter (each charge or chunk is one unit; reserved ones count, released
+    /// ones do not).
+    pub units: i64,
+    /// Units reserved and not yet committed or released (included in the spending above).
+    pub reserved_units: i64,
+    /// μ of the exact composition of every committed charge (upper bound, at the budget's δ):
+    /// valid only if the whole sequence had been fixed in advance; shown for comparison, never
+    /// used to admit. Computed off the write path: it describes `exact_composition_version`
+    /// (one dataset: the current version; a list: the last stored snapshot's).
+    pub exact_composition_mu: Option<f64>,
+    /// The ledger version `exact_composition_mu` describes.
+    pub exact_composition_version: i64,
+    pub charges: i64,
+    pub version: i64,
+    pub grid_step: f64,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+    /// A partitioned dataset's partitioning (`{"type": "time", "width", "time_zone",
+    /// "retention_blocks"}` or `{"type": "named"}`): its `budget` is then every block's, and its
+    /// charges go to its blocks (`POST /v1/charges`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub partitioning: Option<Value>,
+}
+
+/// An admitted charge (a unit).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = Charge)]
+pub struct ChargeView {
+    pub id: String,
+    /// Position in the dataset's ledger.
+    pub seq: i64,
+    #[schema(value_type = Object)]
+    pub event: Value,
+    pub label: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+    pub idempotency_key: Option<String>,
+    /// The unit's certificate (μᵢ, δᵢ).
+    #[schema(value_type = Option<CertificateView>)]
+    pub unit: Option<Certificate>,
+    /// μ spent under the filter after this charge.
+    pub mu_after: Option<f64>,
+    /// `committed`, `reserved` (counted by the filter; start, commit or release it), `started`
+    /// (its job reads the data: counted, commit it) or `released` (refunded: the caller stated
+    /// no output of it was released). A replay answers the unit's status now.
+    #[schema(value_type = schema::ChargeStatus)]
+    pub status: String,
+    /// The run this charge is a chunk of, and its index.
+    pub run_id: Option<String>,
+    pub chunk: Option<i64>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+/// A ledger entry: a charge, a budget change, a run's declaration, a commit or a release.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = Entry)]
+pub struct EntryView {
+    pub seq: i64,
+    #[schema(value_type = schema::EntryKind)]
+    pub kind: String,
+    pub charge: Option<ChargeView>,
+    pub budget: Option<Budget>,
+    /// Commit and release entries: the charge they settle.
+    pub settles: Option<String>,
+    /// Run declarations: the run.
+    pub run_id: Option<String>,
+    /// Release entries: what the caller stated (`outputs_released`, `reason`); release, commit and
+    /// start entries by an admin for another principal: `for` (the owner) and `reason`.
+    #[schema(value_type = Option<Object>)]
+    pub statement: Option<Value>,
+    /// Who made the entry (absent on entries older than principals).
+    pub principal: Option<String>,
+    /// Charges: the share of the budget that paid (a principal's quota, or `*`); quota entries:
+    /// the quota's holder (the entry's `budget` is the quota).
+    pub quota: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+/// The outcome of a charge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChargeOutcome {
+    /// False when this is the replay of an earlier request with the same idempotency key.
+    pub created: bool,
+    /// `{charge, report}` exactly as first returned.
+    pub body: Value,
+}
+
+/// What a charge would do (nothing written).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Preview {
+    pub admitted: bool,
+    /// The unit's certificate (μᵢ, δᵢ) the gate would use.
+    #[schema(value_type = CertificateView)]
+    pub unit: Certificate,
+    /// μ and δ of the filter with the unit.
+    pub mu_after: Option<f64>,
+    pub delta_after: f64,
+    pub mu_budget: f64,
+    pub delta_budget: f64,
+    pub reason: Option<String>,
+    /// The report of the filter's guarantee with the unit (or as it stands, when rejected).
+    #[schema(value_type = schema::ReportWire)]
+    pub report: Report,
+}
+
+/// The report of a dataset: the filter's guarantee, and the exact composition beside it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct DatasetReport {
+    /// Every figure of the report is that of the ledger's statement G_{μ_max} ⊗ f_{0,δ_max}, at the
+    /// budget's high-water mark (see `statement` for when it holds). What was spent is budget use,
+    /// below; it is not itself a guarantee (it depends on the outputs).
+    #[serde(flatten)]
+    #[schema(value_type = schema::ReportWire)]
+    pub report: Report,
+    /// What the figures state and when it holds.
+    pub statement: Statement,
+    pub mu_spent: f64,
+    pub delta_spent: f64,
+    pub units: i64,
+    pub exact_composition: Option<ExactComposition>,
+}
+
+/// The trade-off curve of a dataset's guarantee.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = Tradeoff)]
+pub struct TradeoffView {
+    #[schema(value_type = schema::MuWire)]
+    pub mu: crate::accountant::guarantee::MuReport,
+    pub alpha_star: f64,
+    #[schema(value_type = Vec<schema::TradeoffPointWire>)]
+    pub points: Vec<crate::accountant::report::TradeoffPoint>,
+}
+
+/// The exact composition of every charge, labelled.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ExactComposition {
+    /// Always the same warning: what this composition is valid for.
+    pub valid_only_if: &'static str,
+    /// The ledger version it describes (every charge committed at or before it).
+    pub version: i64,
+    #[schema(value_type = schema::ReportWire)]
+    pub report: Report,
+}
+
+pub(super) const EXACT_ONLY_IF: &str =
+    "the whole sequence of charges had been fixed before any output was \
+    seen; callers that chose charges after seeing results are covered only by the filter's figures";
+
+pub(super) fn view(row: &DatasetRow, f: &FilterState) -> Result<DatasetView, LedgerError> {
+    let budget = budget_of(row)?;
+    Ok(DatasetView {
+        id: row.id.clone(),
+        description: row.description.clone(),
+        neighboring_relation: relation_of(row)?,
+        budget,
+        statement: statement_of(row, f)?,
+        mu_spent: f.mu(),
+        delta_spent: f.delta(),
+        remaining_mu: budget.remaining_mu(f),
+        remaining_delta: budget.remaining_delta(f),
+        units: f.units(),
+        reserved_units: row.reserved.unwrap_or(0),
+        exact_composition_mu: row.exact_mu,
+        exact_composition_version: row.state_seq,
+        charges: row.charges,
+        version: row.version,
+        grid_step: grid_step_of(row)?.get(),
+        created_at: row.created_at.clone(),
+        updated_at: row.updated_at.clone(),
+        partitioning: None,
+    })
+}
+
+pub(super) fn charge_view(e: &EntryRow) -> ChargeView {
+    let parse = |s: &Option<String>| s.as_deref().and_then(|t| serde_json::from_str(t).ok());
+    ChargeView {
+        id: e.charge_id.clone().unwrap_or_default(),
+        seq: e.seq,
+        event: parse(&e.event).unwrap_or(Value::Null),
+        label: e.label.clone(),
+        metadata: parse(&e.metadata),
+        idempotency_key: e
+            .idempotency_key
+            .as_deref()
+            .map(|k| keys::shown(k).to_owned()),
+        unit: match (e.unit_mu, e.unit_delta) {
+            (Some(m), Some(d)) => Certificate::new(m, d),
+            _ => None,
+        },
+        mu_after: e.mu_after,
+        status: e.status.clone().unwrap_or_else(|| "committed".into()),
+        run_id: e.run_id.clone(),
+        chunk: e.chunk,
+        created_at: e.created_at.clone(),
+    }
+}
