@@ -110,14 +110,7 @@ fn describe_metrics() {
         Unit::Seconds,
         "HTTP request latency, by method and route template"
     );
-    process_metrics().describe();
-}
-
-/// The collector of process metrics (CPU seconds, resident memory, open files, threads), read
-/// at each scrape.
-pub fn process_metrics() -> &'static metrics_process::Collector {
-    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
-    COLLECTOR.get_or_init(metrics_process::Collector::default)
+    http::process_metrics().describe();
 }
 
 /// Opens the store named by a database URL.

@@ -122,7 +122,7 @@ fn with_ledgers<T>(
 /// Runs a token command against the database at `url`; the output to print.
 pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
     with_ledgers(url, async |ledgers| {
-        let operator = crate::ledger::auth::Actor::operator();
+        let operator = crate::ledger::principal::Actor::operator();
         match action {
             TokenAction::Create {
                 name,
@@ -257,7 +257,7 @@ pub fn audit(url: &str, action: AuditAction) -> Result<(), String> {
             }
         }
         AuditAction::Export { dataset_id } => {
-            let operator = crate::ledger::auth::Actor::operator();
+            let operator = crate::ledger::principal::Actor::operator();
             let mut after = 0;
             loop {
                 let q = crate::store::AuditQuery {

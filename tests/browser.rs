@@ -31,7 +31,7 @@ async fn serve() -> (String, String, PathBuf) {
     let token = st
         .ledgers
         .create_token(
-            &privacy_ledger::ledger::auth::Actor::operator(),
+            &privacy_ledger::ledger::principal::Actor::operator(),
             "privacy officer",
             "admin",
             None,

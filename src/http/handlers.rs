@@ -3,8 +3,8 @@
 use super::error::{ApiError, BudgetExceededBody, ChunkConflict, ErrorBody};
 use super::wire::*;
 use super::{ApiJson, AppState, Caller};
-use crate::ledger::auth::Action;
 use crate::ledger::input::{self, ChargeRequest, NewDataset};
+use crate::ledger::principal::Action;
 use crate::ledger::schema::ReportWire;
 use crate::ledger::{Calibrated, DatasetReport, DatasetView, Preview, TradeoffView, UnitCurve};
 use axum::extract::{Path, Query, State};
@@ -618,7 +618,7 @@ pub async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Value>> {
 pub async fn metrics(caller: Caller, State(s): State<AppState>) -> ApiResult<impl IntoResponse> {
     // Metrics are labelled by dataset: global readers only.
     caller.0.principal.may(Action::Read)?;
-    crate::app::process_metrics().collect();
+    super::process_metrics().collect();
     Ok((
         [(
             axum::http::header::CONTENT_TYPE,

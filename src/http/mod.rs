@@ -64,7 +64,7 @@ impl Default for Limits {
 /// every handler except health, readiness and the spec takes one, so a request without a valid
 /// `Authorization: Bearer` token is refused (401) before the handler runs. What the caller may do
 /// is decided by the ledger ([`crate::ledger::Ledgers::authorize`]).
-pub struct Caller(pub crate::ledger::auth::Actor);
+pub struct Caller(pub crate::ledger::principal::Actor);
 
 impl axum::extract::FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
@@ -93,7 +93,7 @@ pub(crate) async fn actor(
     parts: &axum::http::request::Parts,
     s: &AppState,
     secret: &str,
-) -> Result<crate::ledger::auth::Actor, ApiError> {
+) -> Result<crate::ledger::principal::Actor, ApiError> {
     let p = s.ledgers.authenticate(secret).await?;
     // Per principal: a caller cannot escape its limit by making more tokens (or JWTs).
     s.limiter.check(&p.name).map_err(|wait| {
@@ -114,7 +114,7 @@ pub(crate) async fn actor(
         .extensions
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|c| c.0.to_string());
-    Ok(crate::ledger::auth::Actor {
+    Ok(crate::ledger::principal::Actor {
         principal: p,
         request_id,
         client,
@@ -400,6 +400,13 @@ fn security_headers(router: Router) -> Router {
             "content-security-policy",
             "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
         ))
+}
+
+/// The collector of process metrics (CPU seconds, resident memory, open files, threads), read
+/// at each scrape.
+pub fn process_metrics() -> &'static metrics_process::Collector {
+    static COLLECTOR: std::sync::OnceLock<metrics_process::Collector> = std::sync::OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
 }
 
 /// Counts and times every request by method, route template (`/v1/datasets/{id}`, so the series

@@ -24,8 +24,8 @@
 //! ticket, a log shipper) to anchor them; a later verification whose heads do not extend the
 //! anchored ones shows the rewrite.
 
-use super::auth::{Action, Actor};
 use super::error::LedgerError;
+use super::principal::{Action, Actor};
 use super::Ledgers;
 use crate::store::{
     audit_hash, AuditDraft, AuditQuery, AuditRecord, QuotaRow, QuotaState, AUDIT_GENESIS,
@@ -399,8 +399,8 @@ impl StateWalk {
                     ));
                 }
             }
-            let tol = 1.0 + super::filter::GATE_TOLERANCE;
-            if q.principal != super::quotas::UNALLOCATED
+            let tol = 1.0 + super::budget::GATE_TOLERANCE;
+            if q.principal != super::budget::UNALLOCATED
                 && (q.mu_sq_spent.sqrt() > q.mu * tol || q.delta_spent > q.delta * tol)
             {
                 problems.push(format!(

@@ -22,128 +22,14 @@
 //! gets 403.
 
 use super::error::LedgerError;
+use super::names::principal_name;
+use super::principal::{role_allows, Action, Actor, Principal, GLOBAL_ROLES, ROLES};
 use super::rows::now;
 use super::{audit, Ledgers};
 use crate::store::TokenRow;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
-
-/// The roles a grant can give.
-pub const ROLES: &[&str] = &["admin", "analyst", "auditor"];
-
-/// The global roles a token can hold: a role, or `none` (the token's grants only).
-pub const GLOBAL_ROLES: &[&str] = &["admin", "analyst", "auditor", "none"];
-
-/// The caller a request was authenticated as.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    /// The credential used (a token's id).
-    pub token_id: String,
-    /// The principal's name: what grants, quotas and the audit log refer to.
-    pub name: String,
-    /// The global role (`none`: grants only).
-    pub role: String,
-}
-
-/// Who changes state, for the audit log: the principal, and where the request came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Actor {
-    pub principal: Principal,
-    pub request_id: Option<String>,
-    /// The client's address as the service saw it.
-    pub client: Option<String>,
-}
-
-impl Actor {
-    /// An operator at the command line (`privacy-ledger token …`), acting as a global admin.
-    pub fn operator() -> Self {
-        Actor {
-            principal: Principal {
-                token_id: "cli".into(),
-                name: "operator (command line)".into(),
-                role: "admin".into(),
-            },
-            request_id: None,
-            client: Some("command line".into()),
-        }
-    }
-}
-
-/// Whether `role` allows `action`: the one place the rule is written.
-pub fn role_allows(role: &str, action: Action) -> bool {
-    match role {
-        "admin" => true,
-        "analyst" => matches!(action, Action::Read | Action::Spend),
-        "auditor" => matches!(action, Action::Read | Action::Audit),
-        _ => false,
-    }
-}
-
-/// Checks a principal's name (of a token, a grant or a quota): 1-128 characters from letters,
-/// digits, space and `._@:+-`, not starting or ending with a space (`*` is the unallocated share).
-pub fn principal_name(s: &str) -> Result<String, String> {
-    let ok = !s.is_empty()
-        && s.len() <= 128
-        && !s.starts_with(' ')
-        && !s.ends_with(' ')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || " ._@:+-".contains(c));
-    if ok {
-        Ok(s.to_owned())
-    } else {
-        Err(
-            "must be 1-128 characters from letters, digits, space and ._@:+- (no leading or \
-             trailing space)"
-                .into(),
-        )
-    }
-}
-
-/// What a request does, for [`Principal::may`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Read datasets, ledgers, reports; stateless accounting.
-    Read,
-    /// Spend a dataset's budget (or ask what spending would do).
-    Spend,
-    /// Create datasets, change budgets, quotas and grants; manage tokens (globally).
-    Administer,
-    /// Read the audit log.
-    Audit,
-}
-
-impl Action {
-    fn describe(self) -> &'static str {
-        match self {
-            Action::Read => "read",
-            Action::Spend => "spend a budget",
-            Action::Administer => "administer (datasets, budgets, quotas, grants, tokens)",
-            Action::Audit => "read the audit log",
-        }
-    }
-}
-
-impl Principal {
-    /// Whether this principal's global role allows `action` everywhere ([`LedgerError::Forbidden`]
-    /// if not). For a dataset, [`Ledgers::authorize`] also looks at grants.
-    pub fn may(&self, action: Action) -> Result<(), LedgerError> {
-        if role_allows(&self.role, action) {
-            Ok(())
-        } else {
-            Err(LedgerError::Forbidden(format!(
-                "the global {} role may not {}",
-                self.role,
-                action.describe()
-            )))
-        }
-    }
-
-    /// Whether the principal sees every dataset (a global role that may read).
-    pub fn sees_all(&self) -> bool {
-        role_allows(&self.role, Action::Read)
-    }
-}
 
 /// A grant as shown.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]

@@ -1,78 +1,20 @@
 //! Calibration against the gate itself, and a unit's certificate curve.
 
-use super::auth::{Action, Actor};
+use super::budget::Budget;
+use super::budget::GATE_TOLERANCE;
 use super::compute::{analytic, blocking};
 use super::error::LedgerError;
-use super::filter::{Gate, Verdict, GATE_TOLERANCE};
-use super::input::Budget;
+use super::filter::{Gate, Verdict};
+use super::principal::{Action, Actor};
 use super::rows::{grid_step_of, relation_of};
 use super::verdict::unit_delta;
-use super::{admission, certificates, input, schema, Ledgers};
+use super::views::{BalancedPoint, Calibrated, CurvePointView, UnitCurve};
+use super::{admission, certificates, input, Ledgers};
 use crate::accountant::certificate::{Certificate, UnitDelta};
 use crate::accountant::composition::Composition;
 use crate::accountant::params::GridStep;
 use crate::accountant::{AccountantError, Event, NeighboringRelation};
-use serde::Serialize;
-use serde_json::Value;
 use std::sync::Arc;
-use utoipa::ToSchema;
-
-/// The result of a calibration.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-#[schema(as = Calibration)]
-pub struct Calibrated {
-    #[schema(value_type = schema::FreeParameter)]
-    pub free_parameter: String,
-    /// The smallest noise multiplier, or the largest count (0 when not even one step fits).
-    pub value: f64,
-    /// μ (upper bound) of the calibrated unit.
-    pub mu: f64,
-    /// The μ the unit may have (the filter's remaining μ, or the stateless target).
-    pub mu_target: f64,
-    /// The δ the unit is certified at.
-    pub delta: f64,
-    /// The event with the calibrated value filled in (absent when the count is 0).
-    #[schema(value_type = Option<Object>)]
-    pub event: Option<Value>,
-    pub evaluations: u32,
-}
-
-/// One point of a unit's certificate curve.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-pub struct CurvePointView {
-    /// δᵢ.
-    pub delta: f64,
-    /// The certified μᵢ at δᵢ (rounded up): (μᵢ, δᵢ) is a certificate the gate accepts. Null when
-    /// no finite μ holds at this δ (see `reason`).
-    pub mu: Option<f64>,
-    /// A lower bound on the tight μ at δᵢ: no accountant can certify less. For units with `zcdp`
-    /// or `rdp` boxes it is one mechanism meeting their statements (a Gaussian witness), not the
-    /// worst case over them, and can be far below `mu`.
-    pub mu_lower: Option<f64>,
-    /// Why `mu` is null.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// The point of the curve that spends the smallest share of a budget.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-pub struct BalancedPoint {
-    pub delta: f64,
-    pub mu: f64,
-    /// (μᵢ/μ_B)² + δᵢ/δ_B: the shares of the filter's two sums (Σμᵢ² ≤ μ_B², Σδᵢ ≤ δ_B) that the
-    /// unit would use, added.
-    pub budget_fraction: f64,
-}
-
-/// A unit's certificate curve μᵢ(δᵢ) (`POST /v1/accountant/certificate`).
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-pub struct UnitCurve {
-    /// In increasing δ; μ never increases along it.
-    pub points: Vec<CurvePointView>,
-    /// With a budget in the request: the point with the smallest `budget_fraction` (null when no
-    /// point has a finite μ, or every point's δ exceeds a zero δ_B).
-    pub balanced: Option<BalancedPoint>,
-}
 
 /// The balanced point of `points` for `budget` (see [`BalancedPoint`]).
 pub(super) fn balanced(points: &[CurvePointView], budget: Budget) -> Option<BalancedPoint> {

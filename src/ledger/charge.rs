@@ -1,12 +1,12 @@
 //! A charge on one ledger: the unit is gated on the filter's sums and, if admitted, appended
 //! (pipelined behind the dataset's previous append where the store queues them).
 
-use super::auth::{Action, Actor};
 use super::compute::{analytic, blocking};
 use super::error::LedgerError;
 use super::filter::Verdict;
 use super::input::ChargeRequest;
-use super::reports::DEFAULT_REPORT_OPTIONS;
+use super::kept::DEFAULT_REPORT_OPTIONS;
+use super::principal::{Action, Actor};
 use super::rows::unchanged;
 use super::rows::{engine_of, now, relation_of, stated_budget};
 use super::verdict::{gate_compute, gate_cost, rejection, unit_delta};

@@ -25,7 +25,6 @@
 use super::admission::{self, Admission};
 use super::compute::blocking;
 use super::error::LedgerError;
-use super::Ledgers;
 use crate::accountant::cache::ByteCache;
 use crate::accountant::composition::Composition;
 use crate::accountant::event::Count;
@@ -424,19 +423,6 @@ fn compose(
         Ok(()) => Ok(Ok(next)),
         Err(e @ AccountantError::Stopped(_)) => Err(e.into()),
         Err(e) => Ok(Err(e.to_string())),
-    }
-}
-
-impl Ledgers {
-    /// After an append at `version` that added a unit (`analytic`: a closed-form one) to dataset
-    /// `id`: its exact composition is caught up in the background — soon after every numerical
-    /// unit, so a report finds it current, and every [`SNAPSHOT_UNITS`] versions
-    /// on closed-form ledgers (a report composes their tail in microseconds per unit), so the
-    /// stored snapshot keeps up.
-    pub(super) fn composed_later(&self, id: &str, version: i64, analytic: bool) {
-        if !analytic || version % SNAPSHOT_UNITS == 0 {
-            self.compositions.nudge(id);
-        }
     }
 }
 

@@ -6,11 +6,11 @@
 //! fully adaptive composition what was spent depends on the outputs, so the valid guarantee is the
 //! budget's ([`super::filter::Budget::guarantee`]) — the pages say so beside the curve.
 
-use super::auth::Actor;
 use super::error::LedgerError;
 use super::filter::FilterState;
+use super::kept::filter_report;
+use super::principal::Actor;
 use super::quotas::QuotaView;
-use super::reports::filter_report;
 use super::rows::{budget_of, filter_of, relation_of};
 use super::views::{DatasetReport, DatasetView};
 use super::Ledgers;
@@ -164,7 +164,7 @@ impl Ledgers {
                 let relation = relation_of(&row)?;
                 // The spending alone as a budget that is exactly used up: its filter guarantee
                 // is G_{μ_spent} ⊗ f_{0,δ_spent}, built by the same code as every report.
-                let spent = super::input::Budget::share(c.mu(), c.delta())
+                let spent = super::budget::Budget::share(c.mu(), c.delta())
                     .map_err(LedgerError::Internal)?;
                 let f = FilterState::empty();
                 Some(filter_report(&f, &spent, relation, &opts).tradeoff)

@@ -1,8 +1,9 @@
 //! The ledger layer's one error type (HTTP-agnostic; `http::error` maps it to status codes).
 
-use super::views::Rejection;
+use crate::accountant::certificate::Certificate;
 use crate::accountant::AccountantError;
 use crate::store::StoreError;
+use serde::Serialize;
 use serde_json::Value;
 
 /// Errors of the ledger layer (HTTP-agnostic; `http::error` maps them to status codes).
@@ -96,4 +97,29 @@ impl From<StoreError> for LedgerError {
             other => LedgerError::Unavailable(other),
         }
     }
+}
+
+/// Why a charge was rejected.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rejection {
+    /// μ of the filter with the unit, √(Σμᵢ² + μ_unit²).
+    pub mu_after: Option<f64>,
+    /// δ of the filter with the unit, Σδᵢ + δ_unit.
+    pub delta_after: f64,
+    pub mu_budget: f64,
+    pub delta_budget: f64,
+    pub mu_spent: f64,
+    pub delta_spent: f64,
+    pub remaining_mu: f64,
+    pub remaining_delta: f64,
+    /// The unit's certificate (μᵢ, δᵢ) the gate tried.
+    pub unit: Certificate,
+    /// The quota that refused the unit (a principal, or `*` for the unallocated share); absent
+    /// when the dataset's budget refused it.
+    pub quota: Option<String>,
+    /// On a charge of several ledgers: the ledger (a dataset, or a block `dataset@block`) that
+    /// refused the unit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dataset_id: Option<String>,
+    pub reason: String,
 }

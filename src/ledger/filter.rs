@@ -22,14 +22,9 @@
 //! exactly the remaining μ must fit despite the rounding; the reported guarantee is always the
 //! stored sums, so the slack is visible, never hidden.
 
-use super::input::Budget;
+use super::budget::{Budget, GATE_TOLERANCE};
 use crate::accountant::certificate::{Certificate, FilterGuarantee};
 use crate::accountant::rounding;
-
-/// Relative tolerance of the budget comparisons: admit iff √Σμᵢ² ≤ μ_B·(1 + 1e-9) and
-/// Σδᵢ ≤ δ_B·(1 + 1e-9). Far below any privacy-relevant difference; the guarantee reported is the
-/// stored sums themselves.
-pub const GATE_TOLERANCE: f64 = 1e-9;
 
 /// The filter's running state for one dataset: Σμᵢ² and Σδᵢ (both rounded up) and the unit count.
 /// Made by [`FilterState::empty`], [`FilterState::from_stored`] and [`Budget::admits`]; plans and
@@ -489,7 +484,7 @@ pub struct Statement {
     pub validity: Validity,
     /// The cap fixed at creation: G_cap ⊗ f_{0,δ_cap} holds however the charges and the budget
     /// changes are chosen.
-    #[schema(value_type = Option<super::input::Budget>)]
+    #[schema(value_type = Option<super::budget::Budget>)]
     pub cap: Option<Budget>,
     /// The condition in words.
     pub note: String,

@@ -1,107 +1,18 @@
 //! Parse, don't validate: request bodies become the ledger's validated types at the edge, with
 //! errors naming the JSON path of the bad field.
 
+use super::budget::{budget_mu, Budget, MAX_BUDGET_MU};
+use super::names::is_name;
 use crate::accountant::account::AccountRequest;
 use crate::accountant::calibrate::FreeParameter;
 use crate::accountant::json::{self, Fields, InputError, JsonPath};
 use crate::accountant::params::{
-    Alpha, Delta, DeltaSlack, Epsilon, GridStep, ReportOptions, DEFAULT_DELTA_SLACK, MAX_POINTS,
+    Alpha, Delta, DeltaSlack, Epsilon, GridStep, ReportOptions, MAX_POINTS,
 };
 use crate::accountant::{Event, NeighboringRelation};
-use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-
-/// Largest μ budget accepted (beyond ~30 a μ-GDP guarantee means nothing).
-pub const MAX_BUDGET_MU: f64 = 1e3;
-
-/// A dataset's budget for the adaptive filter: μ_B (Σμᵢ² ≤ μ_B²) and δ_B (Σδᵢ ≤ δ_B, the total
-/// probability of the units' "reveal" parts). `delta` defaults to [`DEFAULT_DELTA_SLACK`] (1e-10).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
-#[schema(as = BudgetView)]
-pub struct Budget {
-    mu: f64,
-    delta: f64,
-}
-
-impl Budget {
-    /// A budget from numbers: μ_B in (0, [`MAX_BUDGET_MU`]], δ_B a [`DeltaSlack`].
-    pub fn new(mu: f64, delta: f64) -> Result<Self, String> {
-        if !(mu > 0.0 && mu <= MAX_BUDGET_MU) {
-            return Err(format!(
-                "mu must be a number in (0, {MAX_BUDGET_MU}], got {mu}"
-            ));
-        }
-        let delta = DeltaSlack::new(delta)
-            .map_err(|r| format!("delta {r}"))?
-            .get();
-        Ok(Budget { mu, delta })
-    }
-    /// A share of a budget (a quota, or what the quotas leave): μ in [0, [`MAX_BUDGET_MU`]],
-    /// δ in [0, 1); zero shares admit nothing that spends.
-    pub fn share(mu: f64, delta: f64) -> Result<Self, String> {
-        if !(mu >= 0.0 && mu <= MAX_BUDGET_MU) {
-            return Err(format!(
-                "mu must be a number in [0, {MAX_BUDGET_MU}], got {mu}"
-            ));
-        }
-        if !(delta >= 0.0 && delta < 1.0) {
-            return Err(format!("delta must be a number in [0, 1), got {delta}"));
-        }
-        Ok(Budget { mu, delta })
-    }
-    /// μ_B.
-    pub fn mu(&self) -> f64 {
-        self.mu
-    }
-    /// δ_B.
-    pub fn delta(&self) -> f64 {
-        self.delta
-    }
-    /// δ_B as a δ slack (it was checked as one).
-    pub fn delta_slack(&self) -> DeltaSlack {
-        DeltaSlack::new(self.delta).expect("checked by Budget::new")
-    }
-
-    /// Parses `{mu, delta?}` at `path`.
-    pub fn from_json(v: &Value, path: &JsonPath) -> Result<Self, InputError> {
-        let mut f = Fields::new(v, path)?;
-        let (m, p) = f.required("mu")?;
-        let mu = budget_mu(m, &p)?;
-        let delta = match f.optional("delta") {
-            None => DEFAULT_DELTA_SLACK,
-            Some((d, p)) => DeltaSlack::new(json::number(d, &p)?)
-                .map_err(|r| InputError::new(&p, r))?
-                .get(),
-        };
-        f.finish()?;
-        Ok(Budget { mu, delta })
-    }
-}
-
-/// Reads a μ budget or target: a number in (0, [`MAX_BUDGET_MU`]].
-fn budget_mu(v: &Value, p: &JsonPath) -> Result<f64, InputError> {
-    let mu = json::number(v, p)?;
-    if mu > 0.0 && mu <= MAX_BUDGET_MU {
-        Ok(mu)
-    } else {
-        Err(InputError::new(
-            p,
-            format!("must be a number in (0, {MAX_BUDGET_MU}], got {mu}"),
-        ))
-    }
-}
-
-/// Whether `s` is 1 to `max` characters from [A-Za-z0-9._-], not starting with '.' (the form of
-/// dataset ids and block names).
-pub(crate) fn is_name(s: &str, max: usize) -> bool {
-    !s.is_empty()
-        && s.len() <= max
-        && !s.starts_with('.')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-}
 
 /// Checks a dataset id: 1–128 characters from [A-Za-z0-9._-], not starting with '.'.
 pub fn dataset_id(s: &str, path: &JsonPath) -> Result<String, InputError> {
@@ -125,6 +36,15 @@ pub fn ledger_id(s: &str, path: &JsonPath) -> Result<String, InputError> {
             Ok(s.to_owned())
         }
     }
+}
+
+/// A quota change, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuotaRequest {
+    pub mu: f64,
+    pub delta: f64,
+    pub idempotency_key: Option<String>,
+    pub request_hash: String,
 }
 
 /// `POST /v1/datasets`.
@@ -937,7 +857,7 @@ pub fn tradeoff_query(q: &HashMap<String, String>) -> Result<Vec<Alpha>, InputEr
 pub fn quota_request(
     v: &Value,
     idempotency_key: Option<String>,
-) -> Result<super::quotas::QuotaRequest, InputError> {
+) -> Result<super::input::QuotaRequest, InputError> {
     let root = JsonPath::root();
     let mut f = Fields::new(v, &root)?;
     let (m, p) = f.required("mu")?;
@@ -954,7 +874,7 @@ pub fn quota_request(
         return Err(InputError::new(&p, "must be a number in [0, 1)"));
     }
     f.finish()?;
-    Ok(super::quotas::QuotaRequest {
+    Ok(super::input::QuotaRequest {
         mu,
         delta,
         idempotency_key,
@@ -968,10 +888,10 @@ pub fn grant_request(v: &Value) -> Result<String, InputError> {
     let mut f = Fields::new(v, &root)?;
     let (r, p) = f.required("role")?;
     let role = json::string(r, &p)?;
-    if !super::auth::ROLES.contains(&role) {
+    if !super::principal::ROLES.contains(&role) {
         return Err(InputError::new(
             &p,
-            format!("must be one of {}", super::auth::ROLES.join(", ")),
+            format!("must be one of {}", super::principal::ROLES.join(", ")),
         ));
     }
     f.finish()?;
@@ -987,13 +907,16 @@ pub fn token_request(v: &Value) -> Result<(String, String, Option<u64>), InputEr
     let mut f = Fields::new(v, &root)?;
     let (n, p) = f.required("name")?;
     let name =
-        super::auth::principal_name(json::string(n, &p)?).map_err(|r| InputError::new(&p, r))?;
+        super::names::principal_name(json::string(n, &p)?).map_err(|r| InputError::new(&p, r))?;
     let (r, p) = f.required("role")?;
     let role = json::string(r, &p)?;
-    if !super::auth::GLOBAL_ROLES.contains(&role) {
+    if !super::principal::GLOBAL_ROLES.contains(&role) {
         return Err(InputError::new(
             &p,
-            format!("must be one of {}", super::auth::GLOBAL_ROLES.join(", ")),
+            format!(
+                "must be one of {}",
+                super::principal::GLOBAL_ROLES.join(", ")
+            ),
         ));
     }
     let days = match f.optional("expires_in_days") {

@@ -1,10 +1,16 @@
 //! What the gate reads of each dataset, kept between charges: the row and quotas as of this
 //! process's last write ([`GateInputs`]), moved forward by each append and dropped on any doubt.
 
-use super::error::LedgerError;
-use super::Ledgers;
-use crate::store::{DatasetRow, DatasetUpdate, StoreError};
+use super::budget::Budget;
+use super::filter::FilterState;
+use crate::accountant::cache::ByteCache;
+use crate::accountant::guarantee::Guarantee;
+use crate::accountant::params::{DeltaSlack, ReportOptions};
+use crate::accountant::report::Report;
+use crate::accountant::NeighboringRelation;
+use crate::store::DatasetRow;
 use std::sync::Arc;
+use std::sync::Mutex;
 
 /// A dataset's row and quotas at one version: what the gate reads.
 #[derive(Debug)]
@@ -41,75 +47,86 @@ impl GateInputs {
     }
 }
 
-impl Ledgers {
-    /// The caches after an append at `version + 1` with `update` that ended in `result` (or is
-    /// queued and assumed to succeed: [`Ledgers::forget`] undoes that if not).
-    pub(super) fn keep(
+/// The report of the filter's guarantee (the budget's: see [`Budget::guarantee`]); δ slack: that
+/// guarantee's δ.
+pub(super) fn filter_report(
+    f: &FilterState,
+    budget: &Budget,
+    relation: NeighboringRelation,
+    opts: &ReportOptions,
+) -> Report {
+    let opts = ReportOptions {
+        delta_slack: DeltaSlack::probability(budget.guarantee(f).infinity_mass())
+            .expect("a filter guarantee's delta is below 1"),
+        ..opts.clone()
+    };
+    Report::build(
+        &budget.guarantee(f),
+        relation,
+        f.units().max(0) as u64,
+        &opts,
+    )
+}
+
+/// Bytes of kept filter reports: 4 MiB (a report is ≈ 10 KB in memory).
+pub const REPORT_CACHE_BYTES: usize = 4 << 20;
+
+/// Filter reports with the default options, kept by guarantee and relation.
+///
+/// A filter's guarantee is the budget's (G_{μ_B} ⊗ f_{0,δ_B}) until spending passes it, so every
+/// charge on a dataset reports the same figures; only the count of invocations differs. A report is
+/// a pure function of (μ, δ, relation, options, invocations) ([`Report::build`]), so the kept
+/// report with its count replaced is exactly the one that would be built: this is a memo, not an
+/// approximation. Other options are built each time.
+#[derive(Clone)]
+pub(super) struct FilterReports(Arc<Mutex<ByteCache<ReportKey, Arc<Report>>>>);
+
+/// A filter guarantee's parameters ([`crate::accountant::certificate::FilterGuarantee::key`]) and
+/// the neighbouring relation.
+pub(super) type ReportKey = (u64, u64, NeighboringRelation);
+
+impl FilterReports {
+    pub(super) fn new() -> Self {
+        FilterReports(Arc::new(Mutex::new(ByteCache::new(REPORT_CACHE_BYTES))))
+    }
+
+    /// [`filter_report`], kept when `opts` are the defaults.
+    pub(super) fn get(
         &self,
-        id: &str,
-        version: i64,
-        update: &DatasetUpdate,
-        result: &Result<i64, StoreError>,
-    ) {
-        // Kept gate inputs stay only if they described the version appended on: then they move
-        // to the next version exactly as the store's row did. Anything else drops them.
-        {
-            let mut gates = self.gates.lock().expect("gate inputs");
-            let key = id.to_owned();
-            match (&result, gates.get(&key)) {
-                (Ok(_), Some(g)) if g.row.version == version => {
-                    let (row, quotas) = update.applied(&g.row, &g.quotas);
-                    let next = Arc::new(GateInputs {
-                        row,
-                        quotas,
-                        legacy_keys: g.legacy_keys,
-                    });
-                    let size = next.bytes();
-                    gates.insert(key, next, size);
-                }
-                _ => gates.remove(&key),
-            }
+        f: &FilterState,
+        budget: &Budget,
+        relation: NeighboringRelation,
+        opts: &ReportOptions,
+    ) -> Report {
+        if *opts != *DEFAULT_REPORT_OPTIONS {
+            return filter_report(f, budget, relation, opts);
         }
-    }
-
-    /// Drops what is kept of dataset `id` (a queued append failed: what was kept assumed it).
-    pub(super) fn forget(&self, id: &str) {
-        self.gates
-            .lock()
-            .expect("gate inputs")
-            .remove(&id.to_owned());
-    }
-
-    /// What the gate of dataset `id` reads (its row and quotas), as the store has it now; kept
-    /// for the next charge ([`Ledgers::append`] keeps it current).
-    pub(super) async fn gate_inputs(&self, id: &str) -> Result<Arc<GateInputs>, LedgerError> {
-        let row = self.row(id).await?;
-        self.check_state(&row).await?;
-        let quotas = self.store.list_quotas(id).await?;
-        let known_clean = self
-            .no_legacy_keys
-            .lock()
-            .expect("legacy keys")
-            .contains(id);
-        let legacy_keys = !known_clean && self.store.has_legacy_keys(id).await?;
-        if !legacy_keys && !known_clean {
-            let mut clean = self.no_legacy_keys.lock().expect("legacy keys");
-            // Bounded: forgetting only costs a query.
-            if clean.len() >= 1 << 20 {
-                clean.clear();
+        let (mu, delta) = budget.guarantee(f).key();
+        let key = (mu, delta, relation);
+        let kept = self.0.lock().expect("filter reports").get(&key);
+        let mut report = match kept {
+            Some(r) => (*r).clone(),
+            None => {
+                let r = filter_report(f, budget, relation, opts);
+                let bytes = report_bytes(&r);
+                self.0
+                    .lock()
+                    .expect("filter reports")
+                    .insert(key, Arc::new(r.clone()), bytes);
+                r
             }
-            clean.insert(id.to_owned());
-        }
-        let inputs = Arc::new(GateInputs {
-            row,
-            quotas,
-            legacy_keys,
-        });
-        let bytes = inputs.bytes();
-        self.gates
-            .lock()
-            .expect("gate inputs")
-            .insert(id.to_owned(), inputs.clone(), bytes);
-        Ok(inputs)
+        };
+        report.invocations = f.units().max(0) as u64;
+        report
     }
+}
+
+/// The default report options, built once.
+pub(super) static DEFAULT_REPORT_OPTIONS: std::sync::LazyLock<ReportOptions> =
+    std::sync::LazyLock::new(ReportOptions::default);
+
+/// A report's size in memory, roughly (its lists dominate).
+pub(super) fn report_bytes(r: &Report) -> usize {
+    std::mem::size_of::<Report>()
+        + 64 * (r.epsilon.len() + r.delta.len() + r.tradeoff.len() + r.tier2.rows.len())
 }

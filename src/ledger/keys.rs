@@ -14,7 +14,7 @@
 //! and nobody else's retry can take such an entry as its own (a key not found is a new request,
 //! which at worst charges again: more privacy loss counted, never less).
 
-use super::auth::Principal;
+use super::principal::Principal;
 use sha2::{Digest, Sha256};
 
 /// What a keyed request does: the operation part of a key's scope.
@@ -92,7 +92,7 @@ impl IdemKey {
         raw: Option<&String>,
     ) -> Option<Self> {
         raw.map(|r| IdemKey {
-            admin: super::auth::role_allows(&p.role, super::auth::Action::Administer),
+            admin: super::principal::role_allows(&p.role, super::principal::Action::Administer),
             ..Self::scoped(&p.name, operation, target, r.clone())
         })
     }

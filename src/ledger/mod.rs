@@ -27,6 +27,7 @@
 pub mod admission;
 pub mod audit;
 pub mod auth;
+pub mod budget;
 mod calibration;
 mod certificates;
 mod charge;
@@ -40,27 +41,29 @@ pub mod input;
 mod kept;
 pub mod keys;
 pub mod multi;
+pub mod names;
 pub mod oidc;
 pub mod partition;
+pub mod principal;
 pub mod quotas;
 mod reports;
 mod rows;
+mod runs;
 pub mod schema;
 mod units;
 mod verdict;
 mod views;
 mod write;
 
-pub use calibration::{BalancedPoint, Calibrated, CurvePointView, UnitCurve};
+pub use budget::GATE_TOLERANCE;
 pub use compute::COMPUTE_LIMIT;
-pub use error::LedgerError;
-pub use filter::GATE_TOLERANCE;
+pub use error::{LedgerError, Rejection};
 pub use filter::{Statement, Validity};
-pub use reports::REPORT_CACHE_BYTES;
-pub use units::{RunPlan, RunView};
+pub use kept::REPORT_CACHE_BYTES;
+pub use runs::{RunPlan, RunView};
 pub use views::{
-    CertificateView, ChargeOutcome, ChargeView, DatasetReport, DatasetView, EntryView,
-    ExactComposition, Preview, Rejection, TradeoffView,
+    BalancedPoint, Calibrated, CertificateView, ChargeOutcome, ChargeView, CurvePointView,
+    DatasetReport, DatasetView, EntryView, ExactComposition, Preview, TradeoffView, UnitCurve,
 };
 
 /// Empties this process's memo of certificates (what a restart does), for tests.
@@ -71,8 +74,8 @@ pub fn forget_certificates() {
 
 use crate::accountant::cache::ByteCache;
 use crate::store::Store;
+use kept::FilterReports;
 use kept::GateInputs;
-use reports::FilterReports;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -109,7 +112,7 @@ pub struct Ledgers {
     /// Datasets' partitionings (fixed at creation, and datasets are never deleted).
     partitionings: Mutex<ByteCache<String, Option<partition::Partitioning>>>,
     /// Runs' progress, by dataset and run.
-    runs: Mutex<ByteCache<String, Arc<units::RunProgress>>>,
+    runs: Mutex<ByteCache<String, Arc<runs::RunProgress>>>,
     /// Block ledgers each principal created this minute.
     created: partition::CreationLimit,
     /// Datasets known to hold no idempotency key stored before scoping (every key written since
@@ -140,7 +143,7 @@ impl Ledgers {
             oidc: None,
             admission,
             partitionings: Mutex::new(ByteCache::new(PARTITIONING_CACHE_BYTES)),
-            runs: Mutex::new(ByteCache::new(units::RUN_CACHE_BYTES)),
+            runs: Mutex::new(ByteCache::new(runs::RUN_CACHE_BYTES)),
             created: partition::CreationLimit::default(),
             no_legacy_keys: Mutex::new(std::collections::HashSet::new()),
         }

@@ -18,16 +18,17 @@
 //!
 //! [`Store::append_many`]: crate::store::Store::append_many
 
-use super::auth::{Action, Actor};
 use super::calibration::Certified;
 use super::compute::blocking;
 use super::error::LedgerError;
 use super::filter::{Gate, Verdict};
 use super::input::{MultiChargeRequest, Target};
 use super::partition::{self, BlockSelector, Partitioning, MAX_BLOCKS};
+use super::principal::{Action, Actor};
 use super::rows::{budget_of, engine_of, filter_of, grid_step_of, relation_of, unchanged};
 use super::verdict::{gate_cost, rejection, unit_delta};
 use super::views::{view, CertificateView, ChargeOutcome};
+use super::write::SHARED_BODY;
 use super::{admission, audit, quotas, Ledgers};
 use crate::accountant::certificate::Certificate;
 use crate::accountant::composition::Composition;
@@ -104,7 +105,7 @@ pub struct BlockView {
     pub description: String,
     /// Past the retention horizon: no charge may name it.
     pub read_only: bool,
-    pub budget: super::input::Budget,
+    pub budget: super::budget::Budget,
     pub mu_spent: f64,
     pub delta_spent: f64,
     pub remaining_mu: f64,
@@ -916,9 +917,6 @@ impl Ledgers {
         })
     }
 }
-
-/// The key of a stored response that is kept whole as a shared body.
-pub(super) const SHARED_BODY: &str = "$body";
 
 fn first_id(items: &[LedgerAppend]) -> String {
     items.first().map(|i| i.id.clone()).unwrap_or_default()

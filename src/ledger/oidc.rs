@@ -30,7 +30,8 @@
 //! loopback host, for tests and sidecars); responses are capped at [`MAX_JWKS_BYTES`] and
 //! [`FETCH_TIMEOUT`].
 
-use super::auth::{principal_name, Principal, GLOBAL_ROLES};
+use super::names::principal_name;
+use super::principal::{Principal, GLOBAL_ROLES};
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use sha2::{Digest, Sha256};

@@ -342,7 +342,7 @@ fn instant_field(v: &Value, p: &JsonPath) -> Result<DateTime<Utc>, InputError> {
 /// Checks a block name: 1–64 characters from [A-Za-z0-9._-], not starting with '.' (time blocks'
 /// names are further checked against their width).
 pub fn block_name(s: &str, p: &JsonPath) -> Result<String, InputError> {
-    if super::input::is_name(s, 64) {
+    if super::names::is_name(s, 64) {
         Ok(s.to_owned())
     } else {
         Err(InputError::new(

@@ -19,10 +19,12 @@
 //! dataset and to each existing block at once, and copied into each block created later (under the
 //! dataset's version, see `docs/partitions.md`). Each block checks the invariants on its own spend.
 
-use super::auth::{principal_name, Action, Actor};
+use super::budget::{Budget, UNALLOCATED};
 use super::error::{internal, LedgerError};
 use super::filter::{sqrt_up, FilterState, Share};
-use super::input::Budget;
+use super::input::QuotaRequest;
+use super::names::principal_name;
+use super::principal::{Action, Actor};
 use super::rows::{budget_of, filter_of, now, unchanged};
 use super::write::MAX_ATTEMPTS;
 use super::{audit, Ledgers};
@@ -30,9 +32,6 @@ use crate::accountant::rounding;
 use crate::store::{DatasetRow, DatasetUpdate, EntryRow, LedgerAppend, QuotaRow, StoreError};
 use serde::Serialize;
 use utoipa::ToSchema;
-
-/// The holder of the unallocated share.
-pub const UNALLOCATED: &str = "*";
 
 /// A share of the budget and what was charged to it.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, ToSchema)]
@@ -53,15 +52,6 @@ pub struct QuotaView {
     pub units: i64,
     #[schema(format = DateTime)]
     pub updated_at: String,
-}
-
-/// A quota change, parsed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QuotaRequest {
-    pub mu: f64,
-    pub delta: f64,
-    pub idempotency_key: Option<String>,
-    pub request_hash: String,
 }
 
 fn state_of(q: &QuotaRow) -> Result<FilterState, LedgerError> {
@@ -395,7 +385,7 @@ fn plan(
         .map(state_of)
         .transpose()?
         .unwrap_or_else(FilterState::empty);
-    let tol = 1.0 + super::filter::GATE_TOLERANCE;
+    let tol = 1.0 + super::budget::GATE_TOLERANCE;
     if share.mu() * tol < spent.mu() || share.delta() * tol < spent.delta() {
         return Err(LedgerError::QuotaConflict(format!(
             "{principal:?} has spent mu {:.6} and delta {:e} of its quota already; a quota \

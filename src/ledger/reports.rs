@@ -1,105 +1,16 @@
 //! Reports: the filter's guarantee (kept by guarantee, it is the same for every charge within
 //! the budget), the exact composition beside it, and stateless composition.
 
-use super::auth::{Action, Actor};
 use super::compute::{analytic, blocking};
 use super::error::LedgerError;
-use super::filter::FilterState;
-use super::input::Budget;
+use super::principal::{Action, Actor};
 use super::rows::{budget_of, filter_of, relation_of, stated_budget, statement_of};
 use super::views::{DatasetReport, ExactComposition, TradeoffView, EXACT_ONLY_IF};
 use super::{admission, Ledgers};
 use crate::accountant::account::AccountRequest;
-use crate::accountant::cache::ByteCache;
-use crate::accountant::guarantee::Guarantee;
-use crate::accountant::params::{DeltaSlack, ReportOptions};
+use crate::accountant::params::ReportOptions;
 use crate::accountant::report::Report;
-use crate::accountant::{account, AccountantError, NeighboringRelation};
-use std::sync::{Arc, Mutex};
-
-/// The report of the filter's guarantee (the budget's: see [`Budget::guarantee`]); δ slack: that
-/// guarantee's δ.
-pub(super) fn filter_report(
-    f: &FilterState,
-    budget: &Budget,
-    relation: NeighboringRelation,
-    opts: &ReportOptions,
-) -> Report {
-    let opts = ReportOptions {
-        delta_slack: DeltaSlack::probability(budget.guarantee(f).infinity_mass())
-            .expect("a filter guarantee's delta is below 1"),
-        ..opts.clone()
-    };
-    Report::build(
-        &budget.guarantee(f),
-        relation,
-        f.units().max(0) as u64,
-        &opts,
-    )
-}
-
-/// Bytes of kept filter reports: 4 MiB (a report is ≈ 10 KB in memory).
-pub const REPORT_CACHE_BYTES: usize = 4 << 20;
-
-/// Filter reports with the default options, kept by guarantee and relation.
-///
-/// A filter's guarantee is the budget's (G_{μ_B} ⊗ f_{0,δ_B}) until spending passes it, so every
-/// charge on a dataset reports the same figures; only the count of invocations differs. A report is
-/// a pure function of (μ, δ, relation, options, invocations) ([`Report::build`]), so the kept
-/// report with its count replaced is exactly the one that would be built: this is a memo, not an
-/// approximation. Other options are built each time.
-#[derive(Clone)]
-pub(super) struct FilterReports(Arc<Mutex<ByteCache<ReportKey, Arc<Report>>>>);
-
-/// A filter guarantee's parameters ([`crate::accountant::certificate::FilterGuarantee::key`]) and
-/// the neighbouring relation.
-pub(super) type ReportKey = (u64, u64, NeighboringRelation);
-
-impl FilterReports {
-    pub(super) fn new() -> Self {
-        FilterReports(Arc::new(Mutex::new(ByteCache::new(REPORT_CACHE_BYTES))))
-    }
-
-    /// [`filter_report`], kept when `opts` are the defaults.
-    pub(super) fn get(
-        &self,
-        f: &FilterState,
-        budget: &Budget,
-        relation: NeighboringRelation,
-        opts: &ReportOptions,
-    ) -> Report {
-        if *opts != *DEFAULT_REPORT_OPTIONS {
-            return filter_report(f, budget, relation, opts);
-        }
-        let (mu, delta) = budget.guarantee(f).key();
-        let key = (mu, delta, relation);
-        let kept = self.0.lock().expect("filter reports").get(&key);
-        let mut report = match kept {
-            Some(r) => (*r).clone(),
-            None => {
-                let r = filter_report(f, budget, relation, opts);
-                let bytes = report_bytes(&r);
-                self.0
-                    .lock()
-                    .expect("filter reports")
-                    .insert(key, Arc::new(r.clone()), bytes);
-                r
-            }
-        };
-        report.invocations = f.units().max(0) as u64;
-        report
-    }
-}
-
-/// The default report options, built once.
-pub(super) static DEFAULT_REPORT_OPTIONS: std::sync::LazyLock<ReportOptions> =
-    std::sync::LazyLock::new(ReportOptions::default);
-
-/// A report's size in memory, roughly (its lists dominate).
-pub(super) fn report_bytes(r: &Report) -> usize {
-    std::mem::size_of::<Report>()
-        + 64 * (r.epsilon.len() + r.delta.len() + r.tradeoff.len() + r.tier2.rows.len())
-}
+use crate::accountant::{account, AccountantError};
 
 impl Ledgers {
     /// The report of a dataset: the filter's guarantee, with the exact composition beside it.

@@ -1,17 +1,12 @@
 //! Reading a dataset's stored row: its fields checked into the ledger's types (a corrupt one
 //! stops the dataset), new rows, and the conversion of version-1 ledgers to the filter.
 
-use super::compute::blocking;
+use super::budget::Budget;
 use super::error::LedgerError;
 use super::filter::{FilterState, Statement};
-use super::input::Budget;
-use super::verdict::unit_delta;
-use super::{admission, input, Ledgers};
-use crate::accountant::certificate::certify;
 use crate::accountant::params::GridStep;
 use crate::accountant::NeighboringRelation;
-use crate::store::{Conversion, DatasetRow, DatasetUpdate, StoreError};
-use serde_json::Value;
+use crate::store::{DatasetRow, DatasetUpdate};
 
 /// The dataset fields of an append that changes neither the budget nor the counts: the filter
 /// state `f` and the row's other figures.
@@ -146,92 +141,5 @@ pub(super) fn filter_of(row: &DatasetRow) -> Result<FilterState, LedgerError> {
             row.id.clone(),
             "the filter state is missing (not converted from schema version 1)".into(),
         )),
-    }
-}
-
-impl Ledgers {
-    /// A dataset row, converted to the filter if it was written by schema version 1.
-    pub(super) async fn row(&self, id: &str) -> Result<DatasetRow, LedgerError> {
-        let row = self
-            .store
-            .get_dataset(id)
-            .await?
-            .ok_or_else(|| LedgerError::NotFound(id.to_owned()))?;
-        if row.mu_sq_spent.is_some() {
-            return Ok(row);
-        }
-        self.convert(row).await
-    }
-
-    /// Converts a version-1 ledger: every charge becomes a unit with its certificate (the δ rule of
-    /// new charges, at the dataset's budget), summed without gating — they happened. A ledger whose
-    /// old charges exceed the budget under the filter is then exhausted, which is the truth.
-    pub(super) async fn convert(&self, row: DatasetRow) -> Result<DatasetRow, LedgerError> {
-        let _guard = self.lock(&row.id).await?;
-        let entries = self
-            .store
-            .list_entries(&row.id, Some("charge"), 0, i64::MAX)
-            .await?;
-        let (relation, h, budget) = (relation_of(&row)?, grid_step_of(&row)?, budget_of(&row)?);
-        let id = row.id.clone();
-        let conversion = blocking(&self.admission, admission::Cost::Heavy, move || {
-            let (mut mu_sq, mut delta) = (0.0_f64, 0.0_f64);
-            let mut certificates = Vec::with_capacity(entries.len());
-            for e in &entries {
-                let path = crate::accountant::json::JsonPath::root().field("event");
-                let ev = e
-                    .event
-                    .as_deref()
-                    .and_then(|t| serde_json::from_str::<Value>(t).ok())
-                    .ok_or_else(|| {
-                        LedgerError::Corrupt(
-                            id.clone(),
-                            format!("charge {}: event unreadable", e.seq),
-                        )
-                    })?;
-                let ev = input::parse_event(&ev, &path).map_err(|x| {
-                    LedgerError::Corrupt(id.clone(), format!("charge {}: {x}", e.seq))
-                })?;
-                let c =
-                    certify(&ev, relation, h, unit_delta(&budget, None), &path).map_err(|x| {
-                        LedgerError::Corrupt(id.clone(), format!("charge {}: {x}", e.seq))
-                    })?[0];
-                mu_sq = crate::accountant::rounding::add_up(
-                    mu_sq,
-                    crate::accountant::rounding::mul_up(c.mu(), c.mu()),
-                );
-                delta = crate::accountant::rounding::add_up(delta, c.delta());
-                certificates.push((e.seq, c.mu(), c.delta()));
-            }
-            let f = FilterState::from_stored(
-                mu_sq,
-                delta.min(1.0 - f64::EPSILON),
-                certificates.len() as i64,
-            )
-            .map_err(|x| LedgerError::Corrupt(id.clone(), x))?;
-            Ok(Conversion {
-                mu_spent: f.mu(),
-                mu_sq_spent: f.mu_sq(),
-                delta_spent: f.delta(),
-                units: f.units(),
-                certificates,
-            })
-        })
-        .await?;
-        match self.store.convert(&row.id, row.version, &conversion).await {
-            // Someone else converted it (or appended) meanwhile: read what is there now.
-            Ok(()) | Err(StoreError::VersionConflict) => {}
-            Err(e) => return Err(e.into()),
-        }
-        tracing::info!(dataset_id = %row.id, units = conversion.units, "converted a version-1 ledger to the adaptive filter");
-        let row = self
-            .store
-            .get_dataset(&row.id)
-            .await?
-            .ok_or_else(|| LedgerError::NotFound(row.id.clone()))?;
-        if row.mu_sq_spent.is_none() {
-            return Err(LedgerError::Busy);
-        }
-        Ok(row)
     }
 }

@@ -1,13 +1,16 @@
 //! The gate's decision on one unit: its certificates (memoised) against the filter's sums and
 //! the caller's share, and the reasons of a refusal.
 
+use super::budget::Budget;
+use super::certificates::{forget, known, recall, stored_key};
 use super::compute::analytic;
+use super::compute::blocking;
 use super::error::LedgerError;
+use super::error::Rejection;
 use super::filter::{Exceeded, FilterState, Gate, Verdict};
-use super::input::Budget;
 use super::rows::{budget_of, filter_of};
-use super::views::Rejection;
 use super::{admission, certificates, filter, quotas, Ledgers, DEFAULT_UNITS_PER_DELTA};
+use crate::accountant::certificate::certify;
 use crate::accountant::certificate::{Certificate, UnitDelta};
 use crate::accountant::params::GridStep;
 use crate::accountant::{Event, NeighboringRelation};
@@ -169,5 +172,98 @@ impl Ledgers {
         holder: &str,
     ) -> Result<(Gate, Option<crate::store::QuotaRow>), LedgerError> {
         Self::gate_for(row, &self.store.list_quotas(&row.id).await?, holder)
+    }
+}
+
+impl Ledgers {
+    /// Certificates of a unit this process does not hold, read from the store into the memo
+    /// (this build certified it before: another replica of it, or this process before a
+    /// restart), so the gate does not certify it again. `Some(key)` when the store has none
+    /// either: where to keep them once certified ([`Ledgers::persist_certificates`]). The table is
+    /// as trusted as the rest of the database; `audit verify` certifies every unit afresh.
+    pub(super) async fn recall_certificates(
+        &self,
+        event: &Event,
+        (relation, h): (NeighboringRelation, GridStep),
+        rule: UnitDelta,
+        asked: &mut std::collections::HashSet<String>,
+    ) -> Option<String> {
+        if analytic(event, relation) || known(event, relation, h, rule) {
+            return None;
+        }
+        let key = stored_key(event, relation, h, rule)?;
+        // Once per unit in a request (a charge on 365 blocks asks once).
+        if !asked.insert(key.clone()) {
+            return None;
+        }
+        match self.store.get_certificates(&key).await {
+            Ok(Some(v)) if recall(event, relation, h, rule, &v) => {
+                metrics::counter!("privacy_ledger_certificates_recalled_total").increment(1);
+                self.verify_recalled(event.clone(), (relation, h), rule, key, v);
+                None
+            }
+            _ => Some(key),
+        }
+    }
+
+    /// Certifies a recalled unit again in the background (numerical work at low priority) and
+    /// compares: a stored row that differs from what this build computes was edited outside the
+    /// service. Then the memo and the row get the computed certificates, and the mismatch is
+    /// logged and counted (`privacy_ledger_certificates_mismatch_total`); units admitted on the
+    /// edited row in the meantime are named in the log. When the check cannot run (the engine is
+    /// busy) the unit leaves the memo, so its next charge certifies it before the gate.
+    pub(super) fn verify_recalled(
+        &self,
+        event: Event,
+        (relation, h): (NeighboringRelation, GridStep),
+        rule: UnitDelta,
+        key: String,
+        stored: String,
+    ) {
+        let (store, admission) = (self.store.clone(), self.admission.clone());
+        tokio::spawn(async move {
+            let ev = event.clone();
+            let fresh = blocking(&admission, admission::Cost::Heavy, move || {
+                let path = crate::accountant::json::JsonPath::root().field("event");
+                Ok(certify(&ev, relation, h, rule, &path)?)
+            })
+            .await;
+            let fresh = match fresh {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::info!(error = %e, "a recalled certificate was not checked: dropped");
+                    forget(&event, relation, h, rule);
+                    return;
+                }
+            };
+            let recalled: Option<Vec<Certificate>> = serde_json::from_str(&stored).ok();
+            if recalled.as_ref() == Some(&fresh) {
+                return;
+            }
+            metrics::counter!("privacy_ledger_certificates_mismatch_total").increment(1);
+            tracing::error!(
+                stored = %stored, computed = ?fresh, event = %event.to_json(),
+                "a stored certificate differs from this build's: the certificates table was \
+                 edited outside the service; units of this event admitted since the recall \
+                 carry the stored figure (audit their datasets)"
+            );
+            let value = serde_json::to_string(&fresh).unwrap_or_default();
+            recall(&event, relation, h, rule, &value);
+            let _ = store.put_certificates(&key, &value).await;
+        });
+    }
+
+    /// Keeps a unit's certificates in the store, in the background (a failure only costs a
+    /// certification after the next restart).
+    pub(super) fn persist_certificates(&self, key: String, candidates: &[Certificate]) {
+        let Ok(value) = serde_json::to_string(candidates) else {
+            return;
+        };
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.put_certificates(&key, &value).await {
+                tracing::debug!(error = %e, "certificates not kept");
+            }
+        });
     }
 }

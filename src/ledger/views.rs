@@ -1,9 +1,9 @@
 //! What the ledger answers: datasets, charges, entries, reports and rejections as the API shows
 //! them (the spec's schemas come from these types).
 
+use super::budget::Budget;
 use super::error::LedgerError;
 use super::filter::{FilterState, Statement};
-use super::input::Budget;
 use super::rows::{budget_of, grid_step_of, relation_of, statement_of};
 use super::{keys, schema};
 use crate::accountant::certificate::Certificate;
@@ -24,31 +24,6 @@ pub struct CertificateView {
     /// δᵢ: the probability of the unit's "reveal" part; its trade-off curve is at least
     /// G_μ ⊗ f_{0,δ} in both neighbour orders.
     pub delta: f64,
-}
-
-/// Why a charge was rejected.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Rejection {
-    /// μ of the filter with the unit, √(Σμᵢ² + μ_unit²).
-    pub mu_after: Option<f64>,
-    /// δ of the filter with the unit, Σδᵢ + δ_unit.
-    pub delta_after: f64,
-    pub mu_budget: f64,
-    pub delta_budget: f64,
-    pub mu_spent: f64,
-    pub delta_spent: f64,
-    pub remaining_mu: f64,
-    pub remaining_delta: f64,
-    /// The unit's certificate (μᵢ, δᵢ) the gate tried.
-    pub unit: Certificate,
-    /// The quota that refused the unit (a principal, or `*` for the unallocated share); absent
-    /// when the dataset's budget refused it.
-    pub quota: Option<String>,
-    /// On a charge of several ledgers: the ledger (a dataset, or a block `dataset@block`) that
-    /// refused the unit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dataset_id: Option<String>,
-    pub reason: String,
 }
 
 /// A dataset and what it has spent.
@@ -272,4 +247,61 @@ pub(super) fn charge_view(e: &EntryRow) -> ChargeView {
         chunk: e.chunk,
         created_at: e.created_at.clone(),
     }
+}
+
+/// The result of a calibration.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[schema(as = Calibration)]
+pub struct Calibrated {
+    #[schema(value_type = schema::FreeParameter)]
+    pub free_parameter: String,
+    /// The smallest noise multiplier, or the largest count (0 when not even one step fits).
+    pub value: f64,
+    /// μ (upper bound) of the calibrated unit.
+    pub mu: f64,
+    /// The μ the unit may have (the filter's remaining μ, or the stateless target).
+    pub mu_target: f64,
+    /// The δ the unit is certified at.
+    pub delta: f64,
+    /// The event with the calibrated value filled in (absent when the count is 0).
+    #[schema(value_type = Option<Object>)]
+    pub event: Option<Value>,
+    pub evaluations: u32,
+}
+
+/// One point of a unit's certificate curve.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct CurvePointView {
+    /// δᵢ.
+    pub delta: f64,
+    /// The certified μᵢ at δᵢ (rounded up): (μᵢ, δᵢ) is a certificate the gate accepts. Null when
+    /// no finite μ holds at this δ (see `reason`).
+    pub mu: Option<f64>,
+    /// A lower bound on the tight μ at δᵢ: no accountant can certify less. For units with `zcdp`
+    /// or `rdp` boxes it is one mechanism meeting their statements (a Gaussian witness), not the
+    /// worst case over them, and can be far below `mu`.
+    pub mu_lower: Option<f64>,
+    /// Why `mu` is null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The point of the curve that spends the smallest share of a budget.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct BalancedPoint {
+    pub delta: f64,
+    pub mu: f64,
+    /// (μᵢ/μ_B)² + δᵢ/δ_B: the shares of the filter's two sums (Σμᵢ² ≤ μ_B², Σδᵢ ≤ δ_B) that the
+    /// unit would use, added.
+    pub budget_fraction: f64,
+}
+
+/// A unit's certificate curve μᵢ(δᵢ) (`POST /v1/accountant/certificate`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct UnitCurve {
+    /// In increasing δ; μ never increases along it.
+    pub points: Vec<CurvePointView>,
+    /// With a budget in the request: the point with the smallest `budget_fraction` (null when no
+    /// point has a finite μ, or every point's δ exceeds a zero δ_B).
+    pub balanced: Option<BalancedPoint>,
 }

@@ -13,9 +13,11 @@
 //! Replays: a request's outcome is stored with its entry ([`stored_response`]) and answered again,
 //! with its unit's status now, for a retry with the same idempotency key ([`Ledgers::replay`]).
 
+use super::compositions::SNAPSHOT_UNITS;
 use super::error::LedgerError;
+use super::kept::GateInputs;
 use super::keys::IdemKey;
-use super::{keys, multi, Ledgers};
+use super::{keys, Ledgers};
 use crate::store::{DatasetRow, DatasetUpdate, EntryRow, SharedBody, StoreError};
 use serde_json::Value;
 use std::future::Future;
@@ -102,6 +104,9 @@ pub(super) const MAX_ATTEMPTS: usize = 16;
 pub(super) const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(50);
 /// Longest a writer waits for a dataset's lock (then 503 `busy`).
 pub(super) const MAX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The key of a stored response that is kept whole as a shared body.
+pub(super) const SHARED_BODY: &str = "$body";
 
 /// The key of a stored response's report that names its shared body.
 pub(super) const SHARED: &str = "$shared";
@@ -251,7 +256,7 @@ impl Ledgers {
             .and_then(|r| serde_json::from_str(r).ok())
             .ok_or_else(unreadable)?;
         // A response kept whole for every ledger of a multi-ledger charge ([`multi`]).
-        if let Some(digest) = body.get(multi::SHARED_BODY).and_then(Value::as_str) {
+        if let Some(digest) = body.get(SHARED_BODY).and_then(Value::as_str) {
             let text = self
                 .store
                 .shared_body(digest)
@@ -328,5 +333,89 @@ impl Ledgers {
             ));
         }
         Ok(())
+    }
+}
+
+impl Ledgers {
+    /// The caches after an append at `version + 1` with `update` that ended in `result` (or is
+    /// queued and assumed to succeed: [`Ledgers::forget`] undoes that if not).
+    pub(super) fn keep(
+        &self,
+        id: &str,
+        version: i64,
+        update: &DatasetUpdate,
+        result: &Result<i64, StoreError>,
+    ) {
+        // Kept gate inputs stay only if they described the version appended on: then they move
+        // to the next version exactly as the store's row did. Anything else drops them.
+        {
+            let mut gates = self.gates.lock().expect("gate inputs");
+            let key = id.to_owned();
+            match (&result, gates.get(&key)) {
+                (Ok(_), Some(g)) if g.row.version == version => {
+                    let (row, quotas) = update.applied(&g.row, &g.quotas);
+                    let next = Arc::new(GateInputs {
+                        row,
+                        quotas,
+                        legacy_keys: g.legacy_keys,
+                    });
+                    let size = next.bytes();
+                    gates.insert(key, next, size);
+                }
+                _ => gates.remove(&key),
+            }
+        }
+    }
+
+    /// Drops what is kept of dataset `id` (a queued append failed: what was kept assumed it).
+    pub(super) fn forget(&self, id: &str) {
+        self.gates
+            .lock()
+            .expect("gate inputs")
+            .remove(&id.to_owned());
+    }
+
+    /// What the gate of dataset `id` reads (its row and quotas), as the store has it now; kept
+    /// for the next charge ([`Ledgers::append`] keeps it current).
+    pub(super) async fn gate_inputs(&self, id: &str) -> Result<Arc<GateInputs>, LedgerError> {
+        let row = self.row(id).await?;
+        self.check_state(&row).await?;
+        let quotas = self.store.list_quotas(id).await?;
+        let known_clean = self
+            .no_legacy_keys
+            .lock()
+            .expect("legacy keys")
+            .contains(id);
+        let legacy_keys = !known_clean && self.store.has_legacy_keys(id).await?;
+        if !legacy_keys && !known_clean {
+            let mut clean = self.no_legacy_keys.lock().expect("legacy keys");
+            // Bounded: forgetting only costs a query.
+            if clean.len() >= 1 << 20 {
+                clean.clear();
+            }
+            clean.insert(id.to_owned());
+        }
+        let inputs = Arc::new(GateInputs {
+            row,
+            quotas,
+            legacy_keys,
+        });
+        let bytes = inputs.bytes();
+        self.gates
+            .lock()
+            .expect("gate inputs")
+            .insert(id.to_owned(), inputs.clone(), bytes);
+        Ok(inputs)
+    }
+
+    /// After an append at `version` that added a unit (`analytic`: a closed-form one) to dataset
+    /// `id`: its exact composition is caught up in the background — soon after every numerical
+    /// unit, so a report finds it current, and every [`SNAPSHOT_UNITS`] versions
+    /// on closed-form ledgers (a report composes their tail in microseconds per unit), so the
+    /// stored snapshot keeps up.
+    pub(super) fn composed_later(&self, id: &str, version: i64, analytic: bool) {
+        if !analytic || version % SNAPSHOT_UNITS == 0 {
+            self.compositions.nudge(id);
+        }
     }
 }

@@ -66,7 +66,7 @@ impl TestApp {
         let token = st
             .ledgers
             .create_token(
-                &privacy_ledger::ledger::auth::Actor::operator(),
+                &privacy_ledger::ledger::principal::Actor::operator(),
                 "tests",
                 "admin",
                 None,

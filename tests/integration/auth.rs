@@ -79,7 +79,7 @@ async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
     let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
     let t = ledgers
         .create_token(
-            &privacy_ledger::ledger::auth::Actor::operator(),
+            &privacy_ledger::ledger::principal::Actor::operator(),
             "analyst 7",
             "analyst",
             None,
@@ -107,7 +107,7 @@ async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
         .any(|w| w == t.secret.as_bytes()));
     // Listing shows the token without its secret.
     let listed = ledgers
-        .list_tokens(&privacy_ledger::ledger::auth::Actor::operator())
+        .list_tokens(&privacy_ledger::ledger::principal::Actor::operator())
         .await
         .unwrap();
     assert!(listed
@@ -117,14 +117,14 @@ async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
     // Revoked through one process, refused by both at once.
     assert!(ledgers
         .revoke_token(
-            &privacy_ledger::ledger::auth::Actor::operator(),
+            &privacy_ledger::ledger::principal::Actor::operator(),
             &t.token.id
         )
         .await
         .unwrap());
     assert!(!ledgers
         .revoke_token(
-            &privacy_ledger::ledger::auth::Actor::operator(),
+            &privacy_ledger::ledger::principal::Actor::operator(),
             &t.token.id
         )
         .await
@@ -138,7 +138,7 @@ async fn revoked_and_expired_tokens_are_refused_at_once_on_every_replica() {
     // Expired.
     let old = ledgers
         .create_token(
-            &privacy_ledger::ledger::auth::Actor::operator(),
+            &privacy_ledger::ledger::principal::Actor::operator(),
             "short",
             "auditor",
             Some(chrono::Duration::seconds(-1)),
@@ -292,7 +292,7 @@ async fn roles_admit_exactly_their_actions() {
     for role in ["admin", "analyst", "auditor"] {
         let t = ledgers
             .create_token(
-                &privacy_ledger::ledger::auth::Actor::operator(),
+                &privacy_ledger::ledger::principal::Actor::operator(),
                 role,
                 role,
                 None,

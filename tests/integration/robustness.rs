@@ -457,7 +457,7 @@ async fn the_spec_and_the_server_agree_where_schemathesis_found_them_apart() {
     use privacy_ledger::accountant::{params, pld};
     assert_eq!(
         s["Budget"]["properties"]["mu"]["maximum"],
-        privacy_ledger::ledger::input::MAX_BUDGET_MU
+        privacy_ledger::ledger::budget::MAX_BUDGET_MU
     );
     assert_eq!(
         s["Budget"]["properties"]["delta"]["maximum"],

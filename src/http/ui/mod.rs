@@ -18,7 +18,7 @@ mod pages;
 
 use super::error::ApiError;
 use super::AppState;
-use crate::ledger::auth::Actor;
+use crate::ledger::principal::Actor;
 use crate::ledger::LedgerError;
 use axum::extract::{DefaultBodyLimit, Form, FromRequestParts, Path, Query, State};
 use axum::http::{header, request::Parts, HeaderMap, HeaderValue, StatusCode, Uri};
