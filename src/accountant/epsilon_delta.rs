@@ -10,18 +10,20 @@ use super::tradeoff::PiecewiseLinear;
 
 /// The absolute error of an atom's log-probability (and of the arguments of exp and expm1 in
 /// [`PureComposition::delta_for_epsilon`]), per unit of the logarithms' magnitudes: 4U. ln C(n,k) =
-/// ln n! − ln k! − ln (n−k)! cancels large logs (absolute error ≲ 4U·ln n!), and k·ln q + (n−k)·ln(1−q)
-/// adds ≲ 4U·n·(|ln q| + |ln(1−q)|); exp turns both into a relative error of the probability.
+/// ln n! − ln k! − ln (n−k)! cancels large logs (absolute error ≲ 4U·ln n!), and k·ln q +
+/// (n−k)·ln(1−q) adds ≲ 4U·n·(|ln q| + |ln(1−q)|); exp turns both into a relative error of the
+/// probability.
 const LN_ATOM_ABS_REL: f64 = 4.0 * U;
 
-/// The relative error of the computed A − e^ε·B in [`PureComposition::epsilon_for_delta`] beyond the
-/// atoms' own: the two Neumaier sums (≲ 2U each), e^ε (≈ 1.1U), the product and the difference. 16U
-/// is an allowance over these, as found; the target is shrunk by 4 times the total.
+/// The relative error of the computed A − e^ε·B in [`PureComposition::epsilon_for_delta`] beyond
+/// the atoms' own: the two Neumaier sums (≲ 2U each), e^ε (≈ 1.1U), the product and the difference.
+/// 16U is an allowance over these, as found; the target is shrunk by 4 times the total.
 const SWEEP_REL: f64 = 16.0 * U;
 
 /// Losses within 16U relative are one atom in [`merge_equal`]: sums of the same ±εᵢ in different
-/// orders differ by a few roundings of the magnitudes. A tolerance, not an error bound: merging keeps
-/// the larger loss, which can only raise δ(ε), so its size affects tightness and atom count only.
+/// orders differ by a few roundings of the magnitudes. A tolerance, not an error bound: merging
+/// keeps the larger loss, which can only raise δ(ε), so its size affects tightness and atom count
+/// only.
 const MERGE_TOL_REL: f64 = 16.0 * U;
 
 /// Most privacy-loss atoms an exact pure-DP composition may hold (a heterogeneous composition has
@@ -186,7 +188,8 @@ impl PureComposition {
         Ok(PureComposition {
             losses: acc.iter().map(|a| a.0).collect(),
             log_p: acc.iter().map(|a| a.1).collect(),
-            // exp of each atom's log-probability and the sums forming it: an allowance, not counted here.
+            // exp of each atom's log-probability and the sums forming it: an allowance, not counted
+            // here.
             atom_rel_err: rel + rounding::LIBM_CHAIN_REL,
         })
     }

@@ -136,7 +136,8 @@ fn group_report(
                         rounding::ARITH2_REL,
                     )
                 };
-                let dk = rounding::up(p.delta * factor, rounding::ARITH2_REL); // one product, 2× margin
+                // One product, with a 2× margin.
+                let dk = rounding::up(p.delta * factor, rounding::ARITH2_REL);
                 (ek.is_finite() && dk < 1.0).then_some(GroupPoint {
                     epsilon: ek,
                     delta: dk,

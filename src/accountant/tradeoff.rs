@@ -282,7 +282,8 @@ impl PiecewiseLinear {
             .vertices()
             .map(|(x, y)| if x == 0.0 { 1.0 - y } else { 1.0 - y - s * x })
             .fold(0.0_f64, f64::max);
-        // e^ε (one libm call) and three roundings; terms ≤ 1, so the absolute 2U is two roundings of 1.
+        // e^ε (one libm call) and three roundings; terms ≤ 1, so the absolute 2U is two roundings
+        // of 1.
         rounding::prob_up(m + rounding::ARITH2_REL, rounding::LIBM_SHORT_REL)
     }
 
@@ -306,8 +307,8 @@ impl PiecewiseLinear {
         if eps == 0.0 {
             return 0.0;
         }
-        // The quotient's ≤ 3 roundings become an absolute error of its logarithm (4U); ln's own error
-        // and the rounding of the sum, relative (8U).
+        // The quotient's ≤ 3 roundings become an absolute error of its logarithm (4U); ln's own
+        // error and the rounding of the sum, relative (8U).
         rounding::up(eps + rounding::ARITH4_REL, rounding::LIBM_CHAIN_REL)
     }
 

@@ -9,10 +9,10 @@
 use super::epsilon_delta::Neumaier;
 use super::rounding::{self, U};
 
-/// The absolute error of a term's logarithm in [`TvComposition::delta_for_epsilon`], per unit of the
-/// logarithms' magnitudes (2·ln k! for the two ln-binomials, the largest |log weight| + |loss|, and 4
-/// for the rest), which exp turns into a relative error of the term: 8U. ln_binomial and the sums and
-/// products of logs carry a few roundings each; 8U is an allowance over them, not a count.
+/// The absolute error of a term's logarithm in [`TvComposition::delta_for_epsilon`], per unit of
+/// the logarithms' magnitudes (2·ln k! for the two ln-binomials, the largest |log weight| + |loss|,
+/// and 4 for the rest), which exp turns into a relative error of the term: 8U. ln_binomial and the
+/// sums and products of logs carry a few roundings each; 8U is an allowance over them, not a count.
 const LOG_TERM_ABS_REL: f64 = 8.0 * U;
 
 /// The largest meaningful η for an (ε, δ)-DP mechanism: η_max = δ + (1 − δ)(e^ε − 1)/(e^ε + 1)
