@@ -285,8 +285,6 @@ impl FilterGuarantee {
     }
 }
 
-const U: f64 = rounding::U;
-
 impl Guarantee for FilterGuarantee {
     fn gdp_with_delta(&self) -> Option<(f64, f64)> {
         Some((self.mu, self.delta))
@@ -312,8 +310,9 @@ impl Guarantee for FilterGuarantee {
         let (lo, hi) = gdp::delta_bounds(self.mu, eps);
         let w = 1.0 - self.delta;
         (
-            rounding::prob_down(self.delta + w * lo, 4.0 * U),
-            rounding::prob_up(self.delta + w * hi, 4.0 * U),
+            // 1 − δ, the product and the sum: three roundings.
+            rounding::prob_down(self.delta + w * lo, rounding::ARITH4_REL),
+            rounding::prob_up(self.delta + w * hi, rounding::ARITH4_REL),
         )
     }
     fn beta_bounds(&self, alpha: f64) -> (f64, f64) {
@@ -331,8 +330,9 @@ impl Guarantee for FilterGuarantee {
         let lo = w * gdp::tradeoff(self.mu, rounding::div_up(alpha, w).min(1.0));
         let hi = w * gdp::tradeoff_upper(self.mu, rounding::div_down(alpha, w));
         (
-            rounding::prob_down(lo, 4.0 * U),
-            rounding::prob_up(hi, 4.0 * U),
+            // 1 − δ and the product: two roundings.
+            rounding::prob_down(lo, rounding::ARITH4_REL),
+            rounding::prob_up(hi, rounding::ARITH4_REL),
         )
     }
     /// At slack s ≥ δ, μ itself holds ((1 − s)G_μ(α/(1 − s)) decreases in s); its lower end is the

@@ -8,6 +8,24 @@
 use super::rounding::{self, U};
 use super::tradeoff::PiecewiseLinear;
 
+/// The absolute error of an atom's log-probability (and of the arguments of exp and expm1 in
+/// [`PureComposition::delta_for_epsilon`]), per unit of the logarithms' magnitudes: 4U. ln C(n,k) =
+/// ln n! − ln k! − ln (n−k)! cancels large logs (absolute error ≲ 4U·ln n!), and k·ln q +
+/// (n−k)·ln(1−q) adds ≲ 4U·n·(|ln q| + |ln(1−q)|); exp turns both into a relative error of the
+/// probability.
+const LN_ATOM_ABS_REL: f64 = 4.0 * U;
+
+/// The relative error of the computed A − e^ε·B in [`PureComposition::epsilon_for_delta`] beyond
+/// the atoms' own: the two Neumaier sums (≲ 2U each), e^ε (≈ 1.1U), the product and the difference.
+/// 16U is an allowance over these, as found; the target is shrunk by 4 times the total.
+const SWEEP_REL: f64 = 16.0 * U;
+
+/// Losses within 16U relative are one atom in [`merge_equal`]: sums of the same ±εᵢ in different
+/// orders differ by a few roundings of the magnitudes. A tolerance, not an error bound: merging
+/// keeps the larger loss, which can only raise δ(ε), so its size affects tightness and atom count
+/// only.
+const MERGE_TOL_REL: f64 = 16.0 * U;
+
 /// Most privacy-loss atoms an exact pure-DP composition may hold (a heterogeneous composition has
 /// ∏(nᵢ + 1) of them); beyond this the numerical (PLD) engine is the tool.
 pub const MAX_EXACT_ATOMS: usize = 1_000_000;
@@ -58,7 +76,8 @@ pub fn profile(eps0: f64, delta0: f64, eps: f64) -> f64 {
     // = (e^ε·expm1(ε₀ − ε) + δ₀(1 + e^ε))/(1 + e^{ε₀}): non-negative terms only (the plain
     // 1 − (…)/(…) cancels to rounding noise just below ε₀).
     let v = (eps.exp() * (eps0 - eps).exp_m1() + delta0 * (1.0 + eps.exp())) / (1.0 + eps0.exp());
-    rounding::prob_up(v, 8.0 * U)
+    // Three exp, one expm1 (of a rounded difference), six roundings: an allowance as found.
+    rounding::prob_up(v, rounding::LIBM_CHAIN_REL)
 }
 
 /// 1 − ∏(1 − δᵢ)^{countᵢ}: the δ of f_{0,δ₁} ⊗ … ⊗ f_{0,δₙ} (DRS22 eq. (11)), formed as
@@ -140,7 +159,8 @@ impl PureComposition {
             let lnf_n = statrs::function::factorial::ln_factorial(n);
             // ln C(n,k) = ln n! − ln k! − ln (n−k)!: absolute error ≲ 4U·ln n! (cancellation of
             // large logs), which becomes a relative error of each probability.
-            rel += 4.0 * U * (lnf_n + 1.0) + 4.0 * U * n as f64 * (ln_q.abs() + ln_1mq.abs());
+            rel += LN_ATOM_ABS_REL * (lnf_n + 1.0)
+                + LN_ATOM_ABS_REL * n as f64 * (ln_q.abs() + ln_1mq.abs());
             let binom: Vec<(f64, f64)> = (0..=n)
                 .map(|j| {
                     let lc = statrs::function::factorial::ln_binomial(n, j);
@@ -168,7 +188,9 @@ impl PureComposition {
         Ok(PureComposition {
             losses: acc.iter().map(|a| a.0).collect(),
             log_p: acc.iter().map(|a| a.1).collect(),
-            atom_rel_err: rel + 8.0 * U,
+            // exp of each atom's log-probability and the sums forming it: an allowance, not counted
+            // here.
+            atom_rel_err: rel + rounding::LIBM_CHAIN_REL,
         })
     }
 
@@ -193,7 +215,10 @@ impl PureComposition {
             max_arg = max_arg.max(self.log_p[i].abs() + (eps - l).abs());
             s.add(t);
         }
-        rounding::prob_up(s.value(), self.atom_rel_err + 4.0 * U * (max_arg + 2.0))
+        rounding::prob_up(
+            s.value(),
+            self.atom_rel_err + LN_ATOM_ABS_REL * (max_arg + 2.0),
+        )
     }
 
     /// The smallest ε ≥ 0 with δ(ε) ≤ δ, by one descending sweep over the atoms (between atoms
@@ -203,7 +228,7 @@ impl PureComposition {
     /// The root is computed for the target δ/(1 + r) where r bounds the relative error of the
     /// computed A − e^ε B, and rounded up, so it is never below the exact root.
     pub fn epsilon_for_delta(&self, delta: f64) -> f64 {
-        let r = self.atom_rel_err + 16.0 * U;
+        let r = self.atom_rel_err + SWEEP_REL;
         let target = delta / (1.0 + 4.0 * r);
         let (mut a, mut b) = (Neumaier::default(), Neumaier::default());
         for i in (0..self.losses.len()).rev() {
@@ -217,7 +242,8 @@ impl PureComposition {
                     return lo;
                 }
                 let e = ((a.value() - target) / b.value()).ln();
-                return rounding::up(e.max(lo), 8.0 * U);
+                // A difference, a quotient and a logarithm.
+                return rounding::up(e.max(lo), rounding::LIBM_CHAIN_REL);
             }
             a.add(self.log_p[i].exp());
             b.add((self.log_p[i] - l).exp());
@@ -232,7 +258,8 @@ impl PureComposition {
     /// α rounded up and β down by the atoms' relative error, so the polygon lies below the exact one.
     pub fn curve(&self) -> PiecewiseLinear {
         let m = self.losses.len();
-        let rel = self.atom_rel_err + 4.0 * U;
+        // exp of a difference, then a Neumaier sum (≲ 2U).
+        let rel = self.atom_rel_err + rounding::LIBM_SHORT_REL;
         let mut beta = vec![0.0; m + 1];
         let mut s = Neumaier::default();
         for i in (0..m).rev() {
@@ -291,7 +318,11 @@ impl ApproxComposition {
     /// δ(ε) = d + (1 − d)·δ_pure(ε) (DRS22 eq. (12), DRS22).
     pub fn delta_for_epsilon(&self, eps: f64) -> f64 {
         let d = self.delta;
-        rounding::prob_up(d + (1.0 - d) * self.pure.delta_for_epsilon(eps), 4.0 * U)
+        // 1 − d, the product and the sum: three roundings.
+        rounding::prob_up(
+            d + (1.0 - d) * self.pure.delta_for_epsilon(eps),
+            rounding::ARITH4_REL,
+        )
     }
 
     /// The smallest ε ≥ 0 with δ(ε) ≤ δ; +∞ when δ < 1 − ∏(1 − δᵢ).
@@ -301,7 +332,7 @@ impl ApproxComposition {
             return f64::INFINITY;
         }
         // d + (1−d)x ≤ δ ⟺ x ≤ (δ − d)/(1 − d); shrink the target by 4U to cover this division.
-        let target = rounding::down((delta - d) / (1.0 - d), 4.0 * U).max(0.0);
+        let target = rounding::down((delta - d) / (1.0 - d), rounding::ARITH4_REL).max(0.0);
         if target == 0.0 {
             return self.pure.epsilon_for_delta(0.0);
         }
@@ -322,7 +353,7 @@ fn merge_equal(sorted: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
     let mut out: Vec<(f64, f64)> = Vec::with_capacity(sorted.len());
     for (l, lp) in sorted {
         match out.last_mut() {
-            Some(last) if l - last.0 <= 16.0 * U * (l.abs().max(last.0.abs()) + 1e-300) => {
+            Some(last) if l - last.0 <= MERGE_TOL_REL * (l.abs().max(last.0.abs()) + 1e-300) => {
                 let (m, n) = if last.1 > lp {
                     (last.1, lp)
                 } else {

@@ -26,6 +26,17 @@ use super::rounding::{self, TINY, U};
 use std::f64::consts::FRAC_1_SQRT_2;
 
 /// Lower and upper neighbours of 1/√2 (the exact value lies between them).
+/// [`from_pure_dp`] for ε ≤ 1e-100: the widening of √(π/2)·ε, already rounded up by a directed
+/// product and above the exact μ (the omitted series term is πε²/12 < 1e-200 relative). The 4U is a
+/// margin the analysis does not need.
+const PURE_DP_SMALL_REL: f64 = 4.0 * U;
+
+/// [`from_pure_dp`] for 1e-100 < ε ≤ 2: 2√2·erf⁻¹(tanh(ε/2)). tanh ≤ 2U (measured), passed through
+/// erf⁻¹ with condition ≤ 1.7 (3.4U); statrs' erf⁻¹ ≤ 2.7U (measured for arguments ≥ 1e-300); √2's
+/// rounding and the product's 2U: ≈ 8U to first order. 32U is a 4× margin over these measurements.
+const PURE_DP_REL: f64 = 32.0 * U;
+
+/// Lower and upper neighbours of 1/√2 (the exact value lies between them).
 const INV_SQRT2: (f64, f64) = (FRAC_1_SQRT_2.next_down(), FRAC_1_SQRT_2.next_up());
 
 /// a·c rounded down (`up = false`) or up, for c known only to lie in [c.0, c.1] (c > 0).
@@ -431,7 +442,7 @@ fn quad_bounds(x: f64, h: f64, m: f64, up: bool) -> Option<f64> {
     // Node displacement ≤ ν = 4U(|x| + h) + 2·2⁻¹⁰⁷⁴ (a product and a sum, and the constant's own
     // rounding). With K = 4(1 + m) ≥ |g'/g| on the interval, a displacement ν changes g by at most
     // ν·K·max g over the nodes' reach, and max g ≤ g(node)·e^{K(h + 2ν)} (the caller ensures K·h ≤ 1).
-    let nu = 4.0 * U * m + 2.0 * TINY;
+    let nu = rounding::ARITH4_REL * m + 2.0 * TINY;
     let k = 4.0 * (1.0 + m);
     let reach = rounding::exp_up(rounding::mul_up(k, rounding::add_up(h, 2.0 * nu)));
     let node_rel = rounding::mul_up(rounding::mul_up(k, nu), reach);
@@ -726,13 +737,13 @@ pub fn from_pure_dp(eps: f64) -> f64 {
         return 0.0;
     }
     if eps <= 1e-100 {
-        return rounding::up(rounding::mul_up(eps, SQRT_PI_OVER_2_UP), 4.0 * U);
+        return rounding::up(rounding::mul_up(eps, SQRT_PI_OVER_2_UP), PURE_DP_SMALL_REL);
     }
     if eps <= 2.0 {
         // e^ε/(1+e^ε) = ½ + ½tanh(ε/2), so μ = 2Φ⁻¹(½ + t/2) = 2√2·erf⁻¹(t) with t = tanh(ε/2).
         let t = (eps / 2.0).tanh();
         let v = 2.0 * std::f64::consts::SQRT_2 * statrs::function::erf::erf_inv(t);
-        return rounding::up(v, 32.0 * U);
+        return rounding::up(v, PURE_DP_REL);
     }
     // ln p = −ε − ln(1 + e^{−ε}), rounded down.
     let l1p = rounding::up((-eps).exp().ln_1p(), 2.0 * rounding::LIBM_REL);

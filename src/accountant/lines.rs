@@ -26,6 +26,11 @@ use crate::accountant::rounding::{self, U};
 /// upper one): products and sums that underflow lose relative accuracy in the subnormal range.
 const TINY: f64 = 1e-300;
 
+/// The widening of a line's value rounded once at the end: 4U. A steep line formed by [`dd_line`]
+/// is within 3U·|value| + [`TINY`]; a flat line ẑ·((c − α) + c_lo) carries three roundings; the
+/// log-space steep line, 1 − δ minus a rounded-up product, at most three as well.
+const LINE_REL: f64 = 4.0 * U;
+
 /// log of the smallest α handled directly as a double (below it, α is kept as its logarithm).
 const LOG_ALPHA_MIN: f64 = -690.0;
 
@@ -47,12 +52,12 @@ fn dd_down(c: (f64, f64)) -> f64 {
 
 /// e^x rounded up (glibc's exp is within 1 ulp; 2U covers it).
 fn exp_up(x: f64) -> f64 {
-    rounding::up(x.exp(), 2.0 * U)
+    rounding::up(x.exp(), rounding::ULP_REL)
 }
 
 /// e^x rounded down.
 fn exp_down(x: f64) -> f64 {
-    rounding::down(x.exp(), 2.0 * U).max(0.0)
+    rounding::down(x.exp(), rounding::ULP_REL).max(0.0)
 }
 
 /// c − p·a in double-double (c = (c_hi, c_lo), p·a formed exactly by fma), before the final
@@ -67,7 +72,7 @@ fn dd_line(c: (f64, f64), p: f64, a: f64) -> f64 {
 /// bracket of the plain quantile).
 fn isf_of_log_up(lq: f64) -> f64 {
     if lq > (0.5f64).ln() {
-        return normal::isf_bounds(rounding::down(lq.exp(), 2.0 * U).min(1.0)).1;
+        return normal::isf_bounds(rounding::down(lq.exp(), rounding::ULP_REL).min(1.0)).1;
     }
     normal::isf_of_log_up(lq)
 }
@@ -121,9 +126,10 @@ impl Alpha {
     /// Φ̄⁻¹(α/keep) rounded down (for lower bounds on a requirement; never above the true value).
     fn isf_over_keep_down(self, keep: f64) -> f64 {
         match self.val {
-            Some(a) => isf_down(rounding::up(a / keep, 2.0 * U).min(1.0)),
+            // keep = 1 − s and the quotient: two roundings.
+            Some(a) => isf_down(rounding::up(a / keep, rounding::ARITH2_REL).min(1.0)),
             // α < e^{−690}: Φ̄⁻¹ is above 37; a lower bound of it is a lower bound.
-            None => isf_down(rounding::up(1e-299 / keep, 2.0 * U)),
+            None => isf_down(rounding::up(1e-299 / keep, rounding::ARITH2_REL)),
         }
     }
 
@@ -131,13 +137,13 @@ impl Alpha {
     fn isf_over_keep_up(self, keep: f64, ln_keep: f64) -> f64 {
         match self.val {
             Some(a) => {
-                let q = rounding::down(a / keep, 2.0 * U);
+                let q = rounding::down(a / keep, rounding::ARITH2_REL);
                 if q <= 0.0 {
-                    return isf_of_log_up(self.ln - ln_keep - 4.0 * U * self.ln.abs());
+                    return isf_of_log_up(self.ln - ln_keep - rounding::ARITH4_REL * self.ln.abs());
                 }
-                isf_of_log_up(q.ln() - 2.0 * U * q.ln().abs())
+                isf_of_log_up(q.ln() - rounding::ULP_REL * q.ln().abs())
             }
-            None => isf_of_log_up(self.ln - ln_keep - 4.0 * U * self.ln.abs()),
+            None => isf_of_log_up(self.ln - ln_keep - rounding::ARITH4_REL * self.ln.abs()),
         }
     }
 }
@@ -196,7 +202,7 @@ impl Lines {
             .map(|p| {
                 let e = p.0.max(0.0);
                 if e > 0.0 {
-                    rounding::up(e, 2.0 * U)
+                    rounding::up(e, rounding::ULP_REL)
                 } else {
                     e
                 }
@@ -219,13 +225,13 @@ impl Lines {
         match a.val {
             Some(v) if self.y_up[j].is_finite() => {
                 let l = dd_line(c, self.y_up[j], v);
-                rounding::down(l, 4.0 * U) - TINY
+                rounding::down(l, LINE_REL) - TINY
             }
             _ => {
                 // ŷα = e^{ε + ln α}: the exponent carries (|ε| + |ln α|)·U of rounding.
                 let t = self.eps[j] + a.ln;
                 let p = rounding::up(t.exp(), (4.0 + 2.0 * (self.eps[j] + a.ln.abs())) * U);
-                rounding::down((c.0 - p) + c.1, 4.0 * U) - TINY
+                rounding::down((c.0 - p) + c.1, LINE_REL) - TINY
             }
         }
     }
@@ -237,7 +243,7 @@ impl Lines {
         if t <= 0.0 {
             return t;
         }
-        rounding::down(self.z_down[j] * t, 4.0 * U) - TINY
+        rounding::down(self.z_down[j] * t, LINE_REL) - TINY
     }
 
     /// A lower bound on f(α): the largest of all lines at α, each rounded down.
@@ -257,7 +263,7 @@ impl Lines {
             let (c, y) = (self.c[j].0, self.y_up[j]);
             if y.is_finite() {
                 let p = y * alpha;
-                if c - p + 2.0 * U * (c + p) + U > best {
+                if c - p + rounding::ARITH2_REL * (c + p) + U > best {
                     best = best.max(self.steep_down(j, a));
                 }
             } else {
@@ -293,12 +299,12 @@ impl Lines {
             c.ln() - self.eps[j] - (-self.eps[j]).exp().ln_1p()
         };
         // ln, ln1p and the subtraction: a few ulps of the magnitudes involved.
-        let ln = ln - 8.0 * U * (ln.abs() + self.eps[j] + 1.0);
+        let ln = ln - rounding::LIBM_CHAIN_REL * (ln.abs() + self.eps[j] + 1.0);
         let a = Alpha::from_ln(ln);
         match a.val {
             Some(v) => Alpha {
                 ln: a.ln,
-                val: Some(rounding::down(v, 4.0 * U)),
+                val: Some(rounding::down(v, rounding::LIBM_SHORT_REL)), // v = e^ln
             },
             None => a,
         }
@@ -482,7 +488,8 @@ impl Lines {
                     .into(),
             );
         }
-        Ok((rounding::up(best.max(0.0), 4.0 * U), best_at))
+        // best is one rounded sum of two values rounded up.
+        Ok((rounding::up(best.max(0.0), rounding::ARITH4_REL), best_at))
     }
 }
 
@@ -506,7 +513,7 @@ impl Cells {
     pub(crate) fn new(cells: &[(f64, f64)]) -> Self {
         let eps: Vec<f64> = cells
             .iter()
-            .map(|c| rounding::down(c.0.max(0.0), 2.0 * U).max(0.0))
+            .map(|c| rounding::down(c.0.max(0.0), rounding::ULP_REL).max(0.0))
             .collect();
         Cells {
             c: cells
@@ -535,7 +542,7 @@ impl Cells {
                 // Plain arithmetic (no fma in this hot loop): the product and the two sums add at
                 // most 2U·(c + yα) of error, added here so the final rounding covers the rest.
                 let p = y * alpha;
-                (c.0 - p) + c.1 + 2.0 * U * (c.0 + p)
+                (c.0 - p) + c.1 + rounding::ARITH2_REL * (c.0 + p)
             } else {
                 let t = self.eps[j] + ln_a;
                 let p = rounding::down(t.exp(), (4.0 + 2.0 * (self.eps[j] + ln_a.abs())) * U);
@@ -546,7 +553,7 @@ impl Cells {
             best = best.max(steep).max(flat);
         }
         // One final rounding covers each line's (≤ 4U relative + TINY absolute) error.
-        (rounding::up(best, 4.0 * U) + TINY)
+        (rounding::up(best, LINE_REL) + TINY)
             .min(rounding::up(1.0 - alpha, U))
             .clamp(0.0, 1.0)
     }
@@ -594,12 +601,12 @@ pub(crate) fn mu_lower_at(slack: f64, a: f64, u: impl Fn(f64) -> f64) -> f64 {
     if b >= keep {
         return 0.0;
     }
-    let za = isf_down(rounding::up(a / keep, 2.0 * U));
+    let za = isf_down(rounding::up(a / keep, rounding::ARITH2_REL));
     if b <= 0.0 {
         // The upper curve is 0 at α: only the α term bounds μ from below.
         return za.max(0.0);
     }
-    (za + isf_down(rounding::up(b / keep, 2.0 * U))).max(0.0)
+    (za + isf_down(rounding::up(b / keep, rounding::ARITH2_REL))).max(0.0)
 }
 
 #[cfg(test)]

@@ -32,19 +32,44 @@ use std::f64::consts::{FRAC_1_SQRT_2, SQRT_2};
 /// Relative error bound of [`isf`] at an exact argument (see the module table): 16U.
 pub const ISF_REL: f64 = 16.0 * U;
 
+/// The constant part of [`cdf_rel_err`]: 20U, over the 8.5U measured near x = 0 (module table).
+pub const CDF_REL_BASE: f64 = 20.0 * U;
+
+/// The x² part of [`cdf_rel_err`]: 8U per x², over the 3.7U·x² measured for |x| ≥ 1.5 (module
+/// table): the exponent x²/2 inside erfc carries the rounding of x/√2 and of its square, which its
+/// derivative turns into a relative error proportional to x².
+pub const CDF_REL_PER_X2: f64 = 8.0 * U;
+
+/// The x² part of the bound [`erfc_bounds`] uses: [`CDF_REL_PER_X2`] at √2·x, i.e. 16U per x²
+/// (erfc(x) = 2Φ(−√2·x)).
+pub const ERFC_REL_PER_X2: f64 = 16.0 * U;
+
+/// Relative error bound of `erfcx(x)` at an exact x ≥ 0, and the constant part for x < 0: 16U,
+/// over the 7.7U (x ≥ 0) and 8.5U (near 0) measured (module table).
+pub const ERFCX_REL: f64 = 16.0 * U;
+
+/// The x² part of the bound of `erfcx(x)` for x < 0: 4U per x², over the 1.1U·x² measured for
+/// |x| ≥ 3 (module table).
+pub const ERFCX_REL_PER_X2: f64 = 4.0 * U;
+
+/// The first relative raise of [`isf_of_log_up`]'s certification loop (4U, doubled on every failed
+/// check). A step size, not an error bound: the loop only returns a z that [`log_sf_up`] has
+/// certified, so this value affects how many checks are needed, never soundness.
+const ISF_LOG_FIRST_RAISE: f64 = 4.0 * U;
+
 /// Relative error bound of [`cdf`]`(x)` (and of [`sf`]`(−x)`, the same computation) at an exact
 /// argument whose result is a normal double: 20U + 8U·x² (see the module table). The x² part is the
 /// exponent's sensitivity to the rounding of x/√2 and of x² inside erfc.
 pub fn cdf_rel_err(x: f64) -> f64 {
-    20.0 * U + 8.0 * U * x * x
+    CDF_REL_BASE + CDF_REL_PER_X2 * x * x
 }
 
 /// Relative error bound of `erfcx(x)` at an exact argument (see the module table).
 pub fn erfcx_rel_err(x: f64) -> f64 {
     if x >= 0.0 {
-        16.0 * U
+        ERFCX_REL
     } else {
-        16.0 * U + 4.0 * U * x * x
+        ERFCX_REL + ERFCX_REL_PER_X2 * x * x
     }
 }
 
@@ -202,7 +227,7 @@ pub fn erfc_bounds(x: f64) -> (f64, f64) {
     if v == 0.0 {
         return (0.0, rounding::up(0.0, 0.0));
     }
-    let rel = 20.0 * U + 16.0 * U * x * x;
+    let rel = CDF_REL_BASE + ERFC_REL_PER_X2 * x * x;
     (
         rounding::down(v, rel).clamp(0.0, 2.0),
         rounding::up(v, rel).clamp(0.0, 2.0),
@@ -255,7 +280,8 @@ pub fn sqrt2_erf_inv_bounds(t: f64) -> (f64, f64) {
         return (rounding::down(lo, 0.0), rounding::up(hi, 0.0));
     }
     let v = SQRT_2 * statrs::function::erf::erf_inv(t);
-    let rel = ERF_INV_REL + 2.0 * U;
+    // √2's own rounding and the product's: two roundings.
+    let rel = ERF_INV_REL + rounding::ARITH2_REL;
     (rounding::down(v, rel), rounding::up(v, rel))
 }
 
@@ -320,7 +346,7 @@ fn series_s(y: f64) -> (f64, f64) {
     loop {
         n += 1;
         p = p * y / n as f64;
-        p_rel += 2.0 * U;
+        p_rel += rounding::ARITH2_REL; // the product and the quotient
         let t = p / (2 * n + 1) as f64;
         let t_err = t * (p_rel + U);
         if t <= U * U * sum && n as f64 > y {
@@ -374,7 +400,7 @@ pub fn isf_of_log_up(l: f64) -> f64 {
         }
         z += step;
     }
-    let mut rel = 4.0 * U;
+    let mut rel = ISF_LOG_FIRST_RAISE;
     for _ in 0..200 {
         if log_sf_up(z) <= l {
             return z;

@@ -89,7 +89,10 @@ impl Order {
     fn new(lam: f64, tau: f64) -> Self {
         // λ − 1 is exact for λ ≤ 2 (Sterbenz) and within U beyond; the product adds U.
         let t = (lam - 1.0) * tau;
-        let rhs_ln = (rounding::down(t, 4.0 * U), rounding::up(t, 4.0 * U));
+        let rhs_ln = (
+            rounding::down(t, rounding::ARITH4_REL),
+            rounding::up(t, rounding::ARITH4_REL),
+        );
         let m1 = |x: f64| x.exp_m1();
         let rhs_m1 = (
             rounding::down(m1(rhs_ln.0), 2.0 * LIBM_REL).max(0.0),
@@ -123,14 +126,14 @@ impl Point {
         // ln1p of a quotient: the quotient carries ≤ 3U, ln1p LIBM_REL, and z/((1+z)ln(1+z)) ≤ 1
         // keeps the relative error of the result within their sum.
         let x = (d / q).ln_1p();
-        let ex = (4.0 * U + LIBM_REL) * x + TINY;
+        let ex = (rounding::ARITH4_REL + LIBM_REL) * x + TINY;
         let l1p = (-p).ln_1p();
         let l1q = (-q).ln_1p();
         // y two ways: ln1p(−d/(1−q)) (good unless d/(1−q) is near 1) or ln1p(−p) − ln1p(−q)
         // (good unless p and q are close); the one with the smaller error bound is kept.
         let z = d / (1.0 - q);
         let y1 = (-z).ln_1p();
-        let e1 = 4.0 * U * z / (1.0 - z) + LIBM_REL * y1.abs() + TINY;
+        let e1 = rounding::ARITH4_REL * z / (1.0 - z) + LIBM_REL * y1.abs() + TINY;
         let y2 = l1p - l1q;
         let e2 = LIBM_REL * (l1p.abs() + l1q.abs()) + U * y2.abs() + TINY;
         let y = if e1 <= e2 { (y1, e1) } else { (y2, e2) };
@@ -169,7 +172,7 @@ fn excess(o: &Order, w: [(f64, (f64, f64)); 2], z: [(f64, f64); 2]) -> (f64, f64
         for i in 0..2 {
             let t = w[i].0 * z[i].0.exp_m1();
             s += t;
-            err += w[i].0 * 2.75 * z[i].1 + (2.0 * U + LIBM_REL) * t.abs();
+            err += w[i].0 * 2.75 * z[i].1 + (rounding::ARITH2_REL + LIBM_REL) * t.abs();
         }
         err += U * s.abs() + TINY;
         let (lo, hi) = o.rhs_m1;
@@ -188,7 +191,7 @@ fn excess(o: &Order, w: [(f64, (f64, f64)); 2], z: [(f64, f64); 2]) -> (f64, f64
         // weighted by e^{n−r}), exp's and ln1p's errors (LIBM_REL of the tail each), the sum.
         let err = wm * (m.1 + U * m.0.abs())
             + wn * (n.1 + U * n.0.abs() + U * (n.0 - m.0).abs())
-            + 2.0 * U * (m.0.abs() + r.abs())
+            + rounding::ARITH2_REL * (m.0.abs() + r.abs())
             + 2.0 * LIBM_REL * tail
             + TINY;
         let (lo, hi) = o.rhs_ln;

@@ -10,7 +10,7 @@
 use super::event::EVENT_MODEL_VERSION;
 use super::guarantee::{Guarantee, Method, MuReport};
 use super::params::*;
-use super::rounding::{self, U};
+use super::rounding;
 use super::{gdp, NeighboringRelation};
 use serde::Serialize;
 
@@ -131,11 +131,13 @@ fn group_report(
                     // (e^{kε} − 1)/(e^ε − 1): numerator up, denominator down (expm1 within 1 ulp;
                     // 2U covers it, 4U the quotient).
                     rounding::up(
-                        rounding::up(ek.exp_m1(), 2.0 * U) / rounding::down(e.exp_m1(), 2.0 * U),
-                        2.0 * U,
+                        rounding::up(ek.exp_m1(), rounding::ULP_REL)
+                            / rounding::down(e.exp_m1(), rounding::ULP_REL),
+                        rounding::ARITH2_REL,
                     )
                 };
-                let dk = rounding::up(p.delta * factor, 2.0 * U);
+                // One product, with a 2× margin.
+                let dk = rounding::up(p.delta * factor, rounding::ARITH2_REL);
                 (ek.is_finite() && dk < 1.0).then_some(GroupPoint {
                     epsilon: ek,
                     delta: dk,
@@ -207,7 +209,7 @@ impl Report {
                         0.0
                     } else {
                         let g = w * gdp::tradeoff(m, rounding::div_up(alpha, w).min(1.0));
-                        rounding::prob_down(g, 4.0 * U)
+                        rounding::prob_down(g, rounding::ARITH4_REL) // 1 − s and the product
                     }
                 }),
             }

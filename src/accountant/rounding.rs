@@ -39,6 +39,45 @@ pub const SUBNORMAL_SLACK: f64 = 2.0 * TINY;
 /// log-spaced points each (glibc documents ≤ 2 ulp for all of them); 8U allows every one of them 4 ulp.
 pub const LIBM_REL: f64 = 8.0 * U;
 
+// Named widenings for chains of operations. Callers pass these to [`up`] / [`down`] /
+// [`prob_up`] / [`prob_down`] (which set the direction) or add `k·U·|magnitude|` terms built from
+// them to an absolute error bound; the call site's comment says which operations it covers.
+//
+// The arithmetic ones rest on Higham, *Accuracy and Stability of Numerical Algorithms* (2nd ed.),
+// Lemma 3.1: a value formed by n correctly rounded operations (each exact result times 1 + δᵢ,
+// |δᵢ| ≤ U, §2.2) differs from the exact one by a factor 1 + θₙ with |θₙ| ≤ γₙ = nU/(1 − nU). nU is
+// γₙ to first order; the rest, γₙ − nU < 1.01·n²U², is far below the one-ulp step (more than U/2
+// of the value) that `up` / `down` take beyond the widening.
+
+/// Two correctly rounded operations (+ − × ÷ √): γ₂ to first order, 2U (Higham Lemma 3.1; see
+/// above). Also used where one operation is given a 2× margin.
+pub const ARITH2_REL: f64 = 2.0 * U;
+
+/// Up to four correctly rounded operations: γ₄ to first order, 4U (Higham Lemma 3.1).
+pub const ARITH4_REL: f64 = 4.0 * U;
+
+/// Up to eight correctly rounded operations: γ₈ to first order, 8U (Higham Lemma 3.1).
+pub const ARITH8_REL: f64 = 8.0 * U;
+
+/// One ulp, relative: a normal x in [2ᵉ, 2ᵉ⁺¹) has ulp 2ᵉ⁻⁵² = 2U·2ᵉ ≤ 2U·|x|, so 2U. For a libm
+/// result whose error is stated in ulps (glibc's exp and expm1 are within one), or for a value
+/// that stands for a real number within one ulp of it (a grid loss j·h formed as one product).
+pub const ULP_REL: f64 = 2.0 * U;
+
+/// A short expression of one or two libm calls (exp, ln, ln_1p, exp_m1 or tanh, measured ≤ 1.1U,
+/// tanh ≤ 2.0U: see [`LIBM_REL`]) and a few correctly rounded operations, of relative condition
+/// ≤ 1: 4U. This is meant as the first-order sum of the *measured* libm errors and the roundings
+/// (Higham Lemma 3.1), not the documented worst case ([`LIBM_REL`] alone is 8U); the call sites say
+/// what they count (where the count exceeds 4U, they say so), and the accuracy tests check them
+/// against mpmath.
+pub const LIBM_SHORT_REL: f64 = 4.0 * U;
+
+/// An expression of a few libm calls (measured ≤ 1.1U each, tanh ≤ 2.0U: see [`LIBM_REL`]) and a
+/// few correctly rounded operations, of bounded condition: 8U, the first-order sum of the measured
+/// errors with a margin, as each call site's comment counts them. Like [`LIBM_SHORT_REL`] an
+/// allowance from measurement, checked by the accuracy tests, not a proved bound.
+pub const LIBM_CHAIN_REL: f64 = 8.0 * U;
+
 /// Returns a value ≥ `x·(1 + rel)` (and ≥ `x`) for finite `x`: the computed `x` widened upward by its
 /// relative error bound `rel`, plus [`SUBNORMAL_SLACK`]. +∞ passes through; −∞ and NaN too (callers
 /// never pass them). A NaN or infinite `rel` gives +∞: nothing is known.
@@ -621,11 +660,16 @@ impl SumOfSquares {
         let err = match err {
             Some(e) if e.is_finite() && e >= 0.0 => e,
             Some(_) => return None,
-            None => mul_up(add_up(hi, lo.abs()), 16.0 * U),
+            None => mul_up(add_up(hi, lo.abs()), LEGACY_SUM_REL),
         };
         Some(Self::normalized(hi, lo, err, exp))
     }
 }
+
+/// The relative error assumed for a [`SumOfSquares`] state written without its error bound: its
+/// double-double came from Neumaier summation, relative error ≲ 2U (Neumaier 1974; Higham §4.3), so
+/// 16U is an 8× margin (see [`SumOfSquares::from_parts`]).
+const LEGACY_SUM_REL: f64 = 16.0 * U;
 
 /// v·2ᵈ; a part lost to underflow (≤ one subnormal ulp) is added to `err`.
 fn scale_into(v: f64, d: i32, err: &mut f64) -> f64 {

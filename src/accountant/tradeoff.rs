@@ -141,7 +141,7 @@ impl PiecewiseLinear {
     /// # Soundness
     /// Rounded down by 4U relative (one interpolation: a multiply, a divide, two adds).
     pub fn eval(&self, alpha: f64) -> f64 {
-        rounding::prob_down(self.eval_raw(alpha), 4.0 * U)
+        rounding::prob_down(self.eval_raw(alpha), rounding::ARITH4_REL)
     }
 
     /// f at ascending α's in one pass (rounded down like [`PiecewiseLinear::eval`]).
@@ -165,14 +165,14 @@ impl PiecewiseLinear {
                     let (x0, y0, x1, y1) = (self.xs[j - 1], self.ys[j - 1], self.xs[j], self.ys[j]);
                     y0 + (y1 - y0) * ((a - x0) / (x1 - x0))
                 };
-                rounding::prob_down(v, 4.0 * U)
+                rounding::prob_down(v, rounding::ARITH4_REL)
             })
             .collect()
     }
 
     /// f(α) rounded *up* by 4U: for curves that are upper bounds.
     pub fn eval_upper(&self, alpha: f64) -> f64 {
-        rounding::prob_up(self.eval_raw(alpha), 4.0 * U)
+        rounding::prob_up(self.eval_raw(alpha), rounding::ARITH4_REL)
     }
 
     fn eval_raw(&self, alpha: f64) -> f64 {
@@ -282,7 +282,9 @@ impl PiecewiseLinear {
             .vertices()
             .map(|(x, y)| if x == 0.0 { 1.0 - y } else { 1.0 - y - s * x })
             .fold(0.0_f64, f64::max);
-        rounding::prob_up(m + 2.0 * U, 4.0 * U)
+        // e^ε (one libm call) and three roundings; terms ≤ 1, so the absolute 2U is two roundings
+        // of 1.
+        rounding::prob_up(m + rounding::ARITH2_REL, rounding::LIBM_SHORT_REL)
     }
 
     /// The smallest ε ≥ 0 with δ(ε) ≤ δ, in closed form: max over vertices with 1 − βᵢ > δ of
@@ -305,7 +307,9 @@ impl PiecewiseLinear {
         if eps == 0.0 {
             return 0.0;
         }
-        rounding::up(eps + 4.0 * U, 8.0 * U)
+        // The quotient's ≤ 3 roundings become an absolute error of its logarithm (4U); ln's own
+        // error and the rounding of the sum, relative (8U).
+        rounding::up(eps + rounding::ARITH4_REL, rounding::LIBM_CHAIN_REL)
     }
 
     /// The largest advantage max_α (1 − α − f(α)) = δ(0), the η-TV of the pair.

@@ -9,16 +9,27 @@
 use super::epsilon_delta::Neumaier;
 use super::rounding::{self, U};
 
+/// The absolute error of a term's logarithm in [`TvComposition::delta_for_epsilon`], per unit of
+/// the logarithms' magnitudes (2·ln k! for the two ln-binomials, the largest |log weight| + |loss|,
+/// and 4 for the rest), which exp turns into a relative error of the term: 8U. ln_binomial and the
+/// sums and products of logs carry a few roundings each; 8U is an allowance over them, not a count.
+const LOG_TERM_ABS_REL: f64 = 8.0 * U;
+
 /// The largest meaningful η for an (ε, δ)-DP mechanism: η_max = δ + (1 − δ)(e^ε − 1)/(e^ε + 1)
 /// (Ghazi & Issa Remark 1). Every (ε, δ)-DP mechanism is η_max-TV.
 pub fn eta_max(eps: f64, delta: f64) -> f64 {
-    rounding::prob_up(delta + (1.0 - delta) * (eps / 2.0).tanh(), 4.0 * U)
+    // tanh (≤ 2.0U measured) and three roundings: 5U to first order along the (1 − δ)·tanh term,
+    // more than the 4U allowance (plus `up`'s ulp step); as found, noted for review.
+    rounding::prob_up(
+        delta + (1.0 - delta) * (eps / 2.0).tanh(),
+        rounding::LIBM_SHORT_REL,
+    )
 }
 
 /// Total variation of the Laplace mechanism with ε = sensitivity/scale: 1 − e^{−ε/2}
 /// (Ghazi & Issa §VI-A). Rounded up.
 pub fn laplace(eps: f64) -> f64 {
-    rounding::prob_up(-(-eps / 2.0).exp_m1(), 4.0 * U)
+    rounding::prob_up(-(-eps / 2.0).exp_m1(), rounding::LIBM_SHORT_REL)
 }
 
 /// Total variation of μ-GDP (the Gaussian mechanism): 2Φ(μ/2) − 1 (Ghazi & Issa §VI-B). Rounded up.
@@ -30,7 +41,7 @@ pub fn gaussian(mu: f64) -> f64 {
 /// e^ε/(e^ε + k − 1): (e^ε − 1)/(e^ε + k − 1) (Gomez et al.; Ghazi & Issa, derived). Rounded up.
 pub fn randomized_response(eps: f64, k: u64) -> f64 {
     let v = eps.exp_m1() / (eps.exp_m1() + k as f64);
-    rounding::prob_up(v, 8.0 * U)
+    rounding::prob_up(v, rounding::LIBM_CHAIN_REL) // two expm1 (of one value), a sum and a quotient
 }
 
 /// Total variation of discrete Laplace noise P[x] ∝ e^{−a|x|} on an integer query of sensitivity Δ:
@@ -70,7 +81,8 @@ pub fn discrete_gaussian(sigma: f64, sensitivity: u64) -> f64 {
 /// Poisson/uniform subsampling of an (ε, δ)-DP, η-TV mechanism at rate p: it becomes
 /// (ln(1 + p(e^ε − 1)), pδ)-DP and pη-TV (Ghazi & Issa Prop. 1; tight).
 pub fn subsample(eps: f64, delta: f64, eta: f64, p: f64) -> (f64, f64, f64) {
-    let e = rounding::up((p * eps.exp_m1()).ln_1p(), 4.0 * U);
+    // expm1 and the product (≈ 2.1U), through ln_1p (condition ≤ 1) and its own ≈ 1.1U.
+    let e = rounding::up((p * eps.exp_m1()).ln_1p(), rounding::LIBM_SHORT_REL);
     (
         e,
         rounding::prob_up(p * delta, U),
@@ -164,7 +176,7 @@ impl TvComposition {
             }
         }
         let lnf = statrs::function::factorial::ln_factorial(k);
-        let rel = 8.0 * U * (2.0 * lnf + max_log + 4.0);
+        let rel = LOG_TERM_ABS_REL * (2.0 * lnf + max_log + 4.0);
         let pure = rounding::prob_up(s.value() + underflow * f64::MIN_POSITIVE, rel);
         // 1 − (1−δ)^k (1 − pure), formed without cancellation.
         // = −expm1(k·ln(1−δ) + ln(1 − pure)): 1 − keep + keep·pure cancels when δ and pure are tiny.

@@ -18,6 +18,12 @@
 
 use super::rounding::{self, U};
 
+/// The absolute round-off of ln of a single-order bound, per unit of the magnitudes of its terms:
+/// 16U. Each term is formed with a few roundings (products, a difference) and at most one libm call
+/// (ln_1p or ln, measured ≤ 1.1U: see [`rounding::LIBM_REL`]); 16U of the magnitudes is an
+/// allowance over that count, not a term-by-term bound.
+const LN_BOUND_ABS_REL: f64 = 16.0 * U;
+
 /// ln of the bound at order α = 1 + t (t > 0), and an upper bound on its absolute round-off:
 /// ln δ = t((1 + t)ρ − ε) + t·ln(t/(1 + t)) − ln(1 + t).
 fn ln_bound(rho: f64, eps: f64, t: f64) -> (f64, f64) {
@@ -26,7 +32,8 @@ fn ln_bound(rho: f64, eps: f64, t: f64) -> (f64, f64) {
     let c = -t.ln_1p();
     // Each term is formed with a few roundings (products, a difference, ln_1p within libm's
     // accuracy); 16U of the magnitudes involved bounds their sum's error.
-    let err = 16.0 * U * (t * ((1.0 + t) * rho + eps) + b.abs() + c.abs()) + f64::MIN_POSITIVE;
+    let err =
+        LN_BOUND_ABS_REL * (t * ((1.0 + t) * rho + eps) + b.abs() + c.abs()) + f64::MIN_POSITIVE;
     (a + b + c, err)
 }
 
@@ -94,7 +101,8 @@ impl RdpCurve {
                 let c = t * tau + t * l1 - la;
                 // t = α − 1 is exact for α ≤ 2 (Sterbenz) and within U beyond; products, ln and
                 // ln_1p add a few U of the magnitudes: 16U of their sum covers it.
-                let err = 16.0 * U * (t * tau + (t * l1).abs() + la + c.abs()) + f64::MIN_POSITIVE;
+                let err = LN_BOUND_ABS_REL * (t * tau + (t * l1).abs() + la + c.abs())
+                    + f64::MIN_POSITIVE;
                 (t, c, err, tau)
             })
             .collect();
@@ -111,7 +119,7 @@ impl RdpCurve {
         for &(t, c, err, tau) in &self.lines {
             // t = α − 1 carries relative error U for α > 2: t·(τ − ε) may be off by U·t·(τ + ε).
             let te = t * eps;
-            let ln_d = c - te + err + 4.0 * U * (c.abs() + te + t * tau);
+            let ln_d = c - te + err + rounding::ARITH4_REL * (c.abs() + te + t * tau);
             best = best.min(ln_d);
         }
         if best.is_nan() {

@@ -32,6 +32,22 @@ use super::pmf::{Pmf, MAX_GRID_POINTS};
 use super::PldError;
 use crate::accountant::rounding::{self, U};
 
+/// The relative change of the reconstructed profile from rounding in forming the Aᵢ, times
+/// 1 − e^{−h}: 16U (module notes). Each Aᵢ = (dᵢ − e^{−h}dᵢ₊₁)/(1 − e^{−h}) takes e^{−h}, a
+/// product, a difference and a quotient, the denominator expm1's; 16U of the profile over 1 −
+/// e^{−h} is the allowance the notes state, not a term-by-term count.
+const A_FORM_REL: f64 = 16.0 * U;
+
+/// The slack of the convexifying chord (see [`convexify`]), relative to the larger end: the
+/// weight's ≲ 9U (exp and two expm1 within an ulp each, their arguments', the product's and the
+/// quotient's roundings) plus ≤ 4U for 1 − t, the two products and the sum: 13U, 16U allowed.
+const CHORD_SLACK_REL: f64 = 16.0 * U;
+
+/// The margin of the chain's slopes and rises per unit of 4 + |ε_t|/h (note 2 of
+/// [`discretise_lower`]): 8U. Positions are those of exact grid points and the readings at rounded
+/// ones, within U·|ε| of them; the rest is an allowance for the few roundings of each slope.
+const CHAIN_MARGIN_REL: f64 = 8.0 * U;
+
 /// Readings of a profile bound at consecutive grid points: `values[i]` at the loss
 /// (`first` + i)·h (formed as that one product).
 pub(crate) struct GridReadings {
@@ -122,10 +138,10 @@ pub(crate) fn discretise(
         inf_trunc: rounding::sub_up(top, inf),
         // The raise adds at most `raised` to the profile anywhere (rounded up: 2U for the
         // subtraction that formed it, U for the sum).
-        moved_up: below + rounding::up(raised, 4.0 * U),
+        moved_up: below + rounding::up(raised, rounding::ARITH4_REL),
         abs_err: 0.0,
         bin_err: Some(0.0),
-        rel_err: rel_in + 16.0 * U / denom,
+        rel_err: rel_in + A_FORM_REL / denom,
         steps: 1,
     };
     pmf.trim_zeros();
@@ -183,7 +199,7 @@ fn convexify(d: &mut [f64], h: f64, up: bool) {
             // arguments', the product's and the quotient's roundings), which moves the value by
             // ≲ 9U·|dⱼ − dᵢ|; 1 − t, the two products and the sum add ≤ 4U of the larger end:
             // 16U of it, plus the smallest normal for subnormal values, covers all.
-            let slack = 16.0 * U * d[i].abs().max(d[j].abs()) + f64::MIN_POSITIVE;
+            let slack = CHORD_SLACK_REL * d[i].abs().max(d[j].abs()) + f64::MIN_POSITIVE;
             let c = chord(i, k, j, d);
             d[k] = d[k].min(if up { c + slack } else { c - slack });
         }
@@ -383,7 +399,7 @@ fn supporting_chain(readings: &Readings<'_>) -> Vec<f64> {
     let width = |j: i64| (j as f64 * hf).exp() * hf.exp_m1() / den;
     let widths: Vec<f64> = (-1..=span as i64).map(width).collect();
     let w = |j: i64| widths[(j + 1) as usize];
-    let margin = 8.0 * U;
+    let margin = CHAIN_MARGIN_REL;
     let mut v = vec![0.0; k + 1];
     v[0] = rel(1.0);
     // Node 1 on the line 1 − y (rounded down), or below lower(node 1).
@@ -435,7 +451,8 @@ fn supporting_chain(readings: &Readings<'_>) -> Vec<f64> {
             if m > 0.0 {
                 let above = |d: f64, s: f64, anchor: f64| {
                     let lift = rounding::mul_down(s, m - anchor);
-                    rounding::add_down(d, lift) - 4.0 * U * s.abs() * (m + anchor)
+                    // m − anchor's rounding, U·(m + anchor), times |s|; 4U allowed.
+                    rounding::add_down(d, lift) - rounding::ARITH4_REL * s.abs() * (m + anchor)
                 };
                 through(m, above(da, sa, xa).min(above(db, sb, xb)));
             }
@@ -519,7 +536,12 @@ impl<'a> LoweredChords<'a> {
         let (u, l) = (self.readings.u, self.readings.l);
         let left = rounding::sub_up(u[f - 1], l[f]).max(0.0);
         let right = rounding::sub_down(l[f + 1], u[f + 2]).max(0.0);
-        let t = rounding::up(0.25 * (self.e_hf * left - self.e_mhf * right), 8.0 * U);
+        // Two products and a difference (¼ is exact): three roundings, 8U allowed — relative to a
+        // difference that may cancel, so an allowance (the result is also capped below).
+        let t = rounding::up(
+            0.25 * (self.e_hf * left - self.e_mhf * right),
+            rounding::ARITH8_REL,
+        );
         t.min(rounding::sub_up(u[f], l[f + 1])).max(0.0)
     }
 
@@ -529,17 +551,22 @@ impl<'a> LoweredChords<'a> {
             h, i_lo, r, u, l, ..
         } = self.readings;
         if t == 0 {
-            return rounding::up(u[r] + (i_lo as f64 * h).exp_m1(), 8.0 * U).max(0.0) + 4.0 * U;
+            // expm1 of a rounded product and a sum (relative); 4U absolute on values ≤ 1:
+            // allowances.
+            return rounding::up(u[r] + (i_lo as f64 * h).exp_m1(), rounding::LIBM_CHAIN_REL)
+                .max(0.0)
+                + rounding::ARITH4_REL;
         }
         let (f0, f1) = (t * r, (t + 1) * r);
         let mut measured = 0.0_f64;
         for (j, &wj) in self.w.iter().enumerate().skip(1) {
             let chord = (1.0 - wj) * u[f0] + wj * u[f1];
-            let rise = chord - l[f0 + j] + 4.0 * U * (u[f0] + u[f1]);
+            // 1 − w, two products, the sum and the difference, of magnitude ≤ u[f0] + u[f1].
+            let rise = chord - l[f0 + j] + rounding::ARITH4_REL * (u[f0] + u[f1]);
             measured = measured.max(rise);
         }
         let worst = (f0..f1).map(|f| self.tri(f)).fold(0.0_f64, f64::max);
-        (rounding::up(measured + worst, 4.0 * U)).min(rounding::sub_up(u[f0], l[f1]))
+        (rounding::up(measured + worst, rounding::ARITH4_REL)).min(rounding::sub_up(u[f0], l[f1]))
     }
 
     /// The value of node t (1 ≤ t ≤ k), relative to `inf_lower`: lowered by the larger gap of its
@@ -591,7 +618,7 @@ fn lower_pmf_of_nodes(h: f64, i_lo: i64, k: usize, mut v: Vec<f64>, inf_lower: f
         moved_up: 0.0,
         abs_err: 0.0,
         bin_err: Some(0.0),
-        rel_err: 16.0 * U / denom,
+        rel_err: A_FORM_REL / denom,
         steps: 0,
     };
     pmf.trim_zeros();

@@ -101,13 +101,13 @@ impl Lattice {
         }
         let mut mass = vec![0.0; len];
         for &(i, m) in &self.points {
-            let m = rounding::down(m, self.mass_rel + 2.0 * U).max(0.0);
+            let m = rounding::down(m, self.mass_rel + rounding::ARITH2_REL).max(0.0);
             let slot = &mut mass[(i - lo) as usize];
             // Repeated indices (none of the constructors makes one) sum rounded down.
             *slot = if *slot == 0.0 {
                 m
             } else {
-                rounding::down(*slot + m, 2.0 * U).max(0.0)
+                rounding::down(*slot + m, rounding::ARITH2_REL).max(0.0)
             };
         }
         let mut p = Pmf::exact(self.step, lo, mass);
@@ -120,7 +120,8 @@ impl Lattice {
         if j == 0 {
             return 0;
         }
-        let x = rounding::down(j as f64 * self.step, self.step_rel + 2.0 * U);
+        // The product j·h: one rounding, 2U allowed.
+        let x = rounding::down(j as f64 * self.step, self.step_rel + rounding::ARITH2_REL);
         // A first guess, then the exact test g·h ≤ x: fma rounds g·h − x once, which keeps its sign.
         let mut g = (x / h).floor();
         while g.mul_add(h, -x) > 0.0 {
@@ -163,8 +164,10 @@ impl Lattice {
             inf_trunc: many.inf_trunc,
             moved_up: many.moved_up,
             abs_err: many.abs_err,
-            bin_err: many.bin_err.map(|b| rounding::up(b * merged, 2.0 * U)),
-            rel_err: rounding::up(many.rel_err + merged * U, 2.0 * U),
+            bin_err: many
+                .bin_err
+                .map(|b| rounding::up(b * merged, rounding::ARITH2_REL)),
+            rel_err: rounding::up(many.rel_err + merged * U, rounding::ARITH2_REL),
             steps: 0,
         };
         p.trim_zeros();
@@ -181,7 +184,9 @@ fn power_of_infinity(p: f64, n: u64) -> f64 {
         return 1.0;
     }
     let v = -((n as f64) * (-p).ln_1p()).exp_m1();
-    rounding::prob_down(v, 8.0 * U + 2.0 * LIBM_REL)
+    // ln_1p and expm1 (LIBM_REL each) and the product n·ln_1p(−p), whose rounding is an absolute
+    // error of expm1's argument: 8U allowed for it.
+    rounding::prob_down(v, rounding::ARITH8_REL + 2.0 * LIBM_REL)
 }
 
 #[cfg(test)]

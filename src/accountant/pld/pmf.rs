@@ -31,6 +31,20 @@ use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 /// bucket (pessimistic).
 pub const TAIL_TRUNCATION: f64 = 1e-15;
 
+/// The constant of [`fft_round_off`]: 64U per unit of √(log₂ n)·norm. Calibrated, not proved: a
+/// margin of ≥ 10× over the largest error measured against direct convolution
+/// (`tests/integration/pld.rs`).
+const FFT_ROUND_OFF_CAL: f64 = 64.0 * U;
+
+/// The relative error of the mass total T per factor of Tⁿ in [`LowFrequency`] (T a Neumaier sum,
+/// ≲ 2U): 8U per factor, twice the n·4U the soundness notes state; an allowance as found.
+const TOTAL_POWER_REL: f64 = 8.0 * U;
+
+/// The absolute error of u = Σ aⱼ(e^{−iω(j−j₀)} − 1) per unit of Σ aⱼ(|E₁| + |E₀| + |E₁E₀|) in
+/// [`LowFrequency`]: 20U, from the few roundings of each table product E₁E₀ + E₁ + E₀, of its
+/// weighting by aⱼ and of the Neumaier sums (see the notes on [`LowFrequency`]).
+const LOW_FREQ_U_ABS: f64 = 20.0 * U;
+
 /// Most grid points one PMF may have. Inputs that would need more (tiny noise, huge counts, tiny
 /// grid steps) are rejected before any allocation, so adversarial input fails fast.
 pub const MAX_GRID_POINTS: usize = 1 << 22;
@@ -387,7 +401,8 @@ impl Pmf {
         let parseval = 2.0 * (2.0 * amplified_sq).sqrt();
         let abel = amplified_abel;
         out.abs_err += fft_round_off(l, l2 * l1) * (1.0 + nf / (l as f64).sqrt())
-            + rounding::up(parseval.min(abel), 8.0 * U);
+            // (this bound's own rounding: an allowance)
+            + rounding::up(parseval.min(abel), rounding::ARITH8_REL);
         out.bin_err = out
             .bin_err
             .map(|b| b + power_mass_error(l, nf, amplified, sn));
@@ -491,7 +506,9 @@ fn convolve_at(a: &[f64], b: &[f64], fft_len_hint: Option<usize>) -> (Vec<f64>, 
                 out[i + j] += x * y;
             }
         }
-        let rel = 2.0 * U * a.len().min(b.len()) as f64;
+        // Each output is a dot product of at most min(len) non-negative terms, within γₙ relative
+        // (Higham §3.1); a product and a sum per term, 2U each.
+        let rel = rounding::ARITH2_REL * a.len().min(b.len()) as f64;
         return (out, 0.0, rel);
     };
     let n = n.max(fft_len_hint.unwrap_or(0));
@@ -515,7 +532,7 @@ fn convolve_at(a: &[f64], b: &[f64], fft_len_hint: Option<usize>) -> (Vec<f64>, 
 /// constant 64 leaves a margin of ≥ 10× over the largest error measured against direct convolution
 /// (`tests/integration/pld.rs`). This is the one bound in the engine that is calibrated, not proved.
 pub(crate) fn fft_round_off(n: usize, norm: f64) -> f64 {
-    64.0 * U * (n as f64).log2().max(1.0).sqrt() * norm
+    FFT_ROUND_OFF_CAL * (n as f64).log2().max(1.0).sqrt() * norm
 }
 
 /// A bound on the round-off error of every single mass of an n-fold power by one FFT of length L
@@ -531,7 +548,7 @@ pub(crate) fn fft_round_off(n: usize, norm: f64) -> f64 {
 fn power_mass_error(l: usize, n: f64, amplified: f64, sn: f64) -> f64 {
     let log_l = (l as f64).log2().max(1.0);
     let k = (4.0 * n.log2().max(1.0) + 8.0 * log_l) * U;
-    rounding::up(4.0 / l as f64 * (amplified + k * sn), 8.0 * U)
+    rounding::up(4.0 / l as f64 * (amplified + k * sn), rounding::ARITH8_REL) // four roundings here
 }
 
 /// Up to this many copies are composed by repeated squaring (≤ 12 convolutions), more by one power.
@@ -604,7 +621,10 @@ impl<'a> LowFrequency<'a> {
             j0,
             total,
             ln_total_n,
-            total_rel_err: (nf * 8.0 * U).exp_m1() + 8.0 * U * (1.0 + ln_total_n.abs()),
+            // TOTAL_POWER_REL is 2⁻⁵⁰, so nf·TOTAL_POWER_REL is exact. Then n·ln T's rounding and
+            // ln's error, an absolute error of the exponent that exp makes relative.
+            total_rel_err: (nf * TOTAL_POWER_REL).exp_m1()
+                + rounding::LIBM_CHAIN_REL * (1.0 + ln_total_n.abs()),
             b,
         })
     }
@@ -702,10 +722,16 @@ impl<'a> LowFrequency<'a> {
         // derivative ≤ 1/(1 − |w|), plus log1p's own 4U; then the rounding of n·(…), of the angle
         // (≤ 2U·(|n·li| + 2π) with the phase's own rounding) and of exp, cos and sin (≤ 4U + 2U|n·lr|).
         let e_ln = self.nf
-            * ((20.0 * U * weight / self.total + 2.0 * U * w_abs) / (1.0 - w_abs)
-                + 4.0 * U * (lr.abs() + li.abs()));
-        let e_rel = e_ln + 2.0 * U * (nr.abs() + ni.abs() + std::f64::consts::TAU + 2.0) + 4.0 * U;
-        Some((z, rounding::up(mag * e_rel.exp_m1().max(e_rel), 8.0 * U)))
+            * ((LOW_FREQ_U_ABS * weight / self.total + rounding::ARITH2_REL * w_abs)
+                / (1.0 - w_abs)
+                + rounding::LIBM_SHORT_REL * (lr.abs() + li.abs()));
+        let e_rel = e_ln
+            + rounding::ARITH2_REL * (nr.abs() + ni.abs() + std::f64::consts::TAU + 2.0)
+            + rounding::LIBM_SHORT_REL;
+        Some((
+            z,
+            rounding::up(mag * e_rel.exp_m1().max(e_rel), rounding::LIBM_CHAIN_REL),
+        ))
     }
 }
 

@@ -113,8 +113,9 @@ impl Side {
             // perturbs bins that exist, it creates none beyond them.
             return self.inf_upper.min(1.0);
         }
-        let f = rounding::up(finite, self.rel + 4.0 * U);
-        rounding::prob_up(f + self.inf_upper + self.abs, 2.0 * U)
+        // The finite part's own bound plus 4U (an allowance for reading it), then the two sums.
+        let f = rounding::up(finite, self.rel + rounding::ARITH4_REL);
+        rounding::prob_up(f + self.inf_upper + self.abs, rounding::ARITH2_REL)
     }
 
     /// [`Side::delta_upper`] at the grid point ε = j·h, read off the profile table in O(1).
@@ -139,22 +140,31 @@ impl Side {
     /// The lower δ from the pessimistic profile's finite part at the shifted point.
     fn lower_from(&self, finite: f64) -> f64 {
         let v = (finite + self.inf_lower) * (1.0 - self.rel_lower) - self.sub_lower;
-        rounding::prob_down(v, 4.0 * U)
+        rounding::prob_down(v, rounding::ARITH4_REL) // two sums, a difference, a product
     }
 
     fn epsilon_upper(&self, delta: f64) -> f64 {
-        // widen(F) ≤ δ ⟸ F ≤ (δ − p∞ − abs)(1 − 2U)/(1 + rel + 4U), rounded down once more.
+        // widen(F) ≤ δ ⟸ F ≤ (δ − p∞ − abs)(1 − 2U)/(1 + rel + 4U), rounded down once more: the
+        // same constants as `widen`, inverted.
         let room = delta - self.inf_upper - self.abs;
         if room < 0.0 {
             return f64::INFINITY;
         }
-        let t = rounding::down(room * (1.0 - 2.0 * U) / (1.0 + self.rel + 4.0 * U), 4.0 * U);
+        let t = rounding::down(
+            room * (1.0 - rounding::ARITH2_REL) / (1.0 + self.rel + rounding::ARITH4_REL),
+            rounding::ARITH4_REL,
+        );
         let t = t.max(0.0);
         let e = self.upper.epsilon_for_finite(t);
         if e <= 0.0 {
             return 0.0;
         }
-        rounding::up(e + 8.0 * U * (1.0 + self.max_loss.abs()), 8.0 * U)
+        // ε from the profile's closed form (a logarithm and a few roundings), absolute in the
+        // losses.
+        rounding::up(
+            e + rounding::LIBM_CHAIN_REL * (1.0 + self.max_loss.abs()),
+            rounding::LIBM_CHAIN_REL,
+        )
     }
 
     fn epsilon_lower(&self, delta: f64) -> f64 {
@@ -166,7 +176,11 @@ impl Side {
         if e <= 0.0 {
             return 0.0;
         }
-        rounding::down(e - 8.0 * U * (1.0 + self.max_loss_lower.abs()), 8.0 * U).max(0.0)
+        rounding::down(
+            e - rounding::LIBM_CHAIN_REL * (1.0 + self.max_loss_lower.abs()),
+            rounding::LIBM_CHAIN_REL,
+        )
+        .max(0.0)
     }
 
     /// Upper bound on the mechanism's curve at α from this ordering's lower profile δ_L.

@@ -21,6 +21,30 @@ use std::sync::Arc;
 /// composition of 10⁸ copies moves at most 1e-12 this way.
 pub const CTD_TAIL: f64 = 1e-20;
 
+/// μ = √2·√(τ/λ) of an RDP point, rounded down: a quotient, a root, a product and √2's own rounding
+/// are four roundings (Higham Lemma 3.1); 6U as found, a 1.5× margin.
+const RDP_MU_REL: f64 = 6.0 * U;
+
+/// The mass cut beyond the discrete Gaussian's truncation, 2·e^{ℓ}/(1 − r): exp of a rounded
+/// exponent (< 2⁵² in magnitude here) divided by a rounded 1 − r; the site's analysis puts both
+/// below 64U.
+const DG_CUT_REL: f64 = 64.0 * U;
+
+/// The roundings (the libm calls are counted apart) in the masses of an (ε, δ)-DP, η-TV mechanism:
+/// w is rounded up by at most 16U + LIBM_REL above the exact weight and every other factor is
+/// within "a few U"; 32U is the allowance as found, not a count.
+const EPS_TV_MASS_REL: f64 = 32.0 * U;
+
+/// The absolute error of the log-tails a, b of the replace-one mixture per unit of 1 + |a| + |b|
+/// (the noise's log_sf, the log-sum-exp, the ε added), which exp and expm1 turn into a relative
+/// error amplified by 1/(1 − e^{b−a}): 64U, an allowance over those few operations, not a count.
+const TAIL_LOG_ABS_REL: f64 = 64.0 * U;
+
+/// The relative error added to an atom profile's own ([`AtomProfile::rel_err`]) in the Poisson
+/// subsampling of a composite PLD: 16U, an allowance as found (its masses and positions are already
+/// rounded up where they are formed).
+const POISSON_PLD_REL: f64 = 16.0 * U;
+
 type DeltaFn = Arc<dyn Fn(f64) -> f64 + Send + Sync>;
 
 /// Additive noise with unit-free scale (relative to the per-record contribution bound).
@@ -131,8 +155,8 @@ impl Side {
 /// q times a mass at +∞ whose own part is `own` and whole `all`: (q·own rounded down, the rest of
 /// q·all rounded up), so that the two add to at least q·all (see [`Side::inf_scaled`]).
 fn scaled_infinity(q: f64, own: f64, all: f64) -> (f64, f64) {
-    let inf = rounding::prob_down(q * own, 2.0 * U);
-    let all = rounding::prob_up(q * all, 2.0 * U);
+    let inf = rounding::prob_down(q * own, rounding::ARITH2_REL); // one product, 2× margin
+    let all = rounding::prob_up(q * all, rounding::ARITH2_REL);
     (inf, rounding::sub_up(all, inf).max(0.0))
 }
 
@@ -417,7 +441,7 @@ impl Source {
                 self.full_delta_up(remove),
                 if remove { &lo_rem } else { &lo_add },
                 // The mechanism's own +∞ mass, rounded down (it may be a product such as q·p∞).
-                rounding::prob_down(side.inf, 4.0 * U),
+                rounding::prob_down(side.inf, rounding::ARITH4_REL),
                 super::ctd::ReadPlan {
                     refine: up.refine,
                     known_upper: Some(up.readings),
@@ -465,7 +489,7 @@ impl Source {
         }))
         .with_witness(Self::gaussian(rounding::down(
             std::f64::consts::SQRT_2 * rho.sqrt(),
-            4.0 * U,
+            rounding::ARITH4_REL, // a root, a product and √2's rounding
         )))
     }
 
@@ -481,7 +505,7 @@ impl Source {
         let mu = orders
             .iter()
             .zip(rdp)
-            .map(|(&l, &t)| rounding::down(std::f64::consts::SQRT_2 * (t / l).sqrt(), 6.0 * U))
+            .map(|(&l, &t)| rounding::down(std::f64::consts::SQRT_2 * (t / l).sqrt(), RDP_MU_REL))
             .fold(f64::INFINITY, f64::min);
         Self::black_box(Arc::new(move |e| {
             let e = e.max(0.0);
@@ -516,7 +540,7 @@ impl Source {
                     if e >= eps0 {
                         0.0
                     } else {
-                        rounding::prob_up(-((e - eps0) / 2.0).exp_m1(), 4.0 * U)
+                        rounding::prob_up(-((e - eps0) / 2.0).exp_m1(), rounding::LIBM_SHORT_REL)
                     }
                 }),
                 // The same closed form rounded down (e − ε₀ is exact near ε₀ by Sterbenz, a few
@@ -525,7 +549,7 @@ impl Source {
                     if e >= eps0 {
                         0.0
                     } else {
-                        rounding::prob_down(-((e - eps0) / 2.0).exp_m1(), 4.0 * U)
+                        rounding::prob_down(-((e - eps0) / 2.0).exp_m1(), rounding::LIBM_SHORT_REL)
                     }
                 })),
                 inf: 0.0,
@@ -591,7 +615,7 @@ impl Source {
         // and a product and a quotient.
         let s = sens as i64;
         let points = (0..=s).map(|x| s - 2 * x).zip(atoms.iter().map(|p| p.1));
-        let mass_rel = 8.0 * U + 3.0 * rounding::LIBM_REL + 2.0 * a * d * U;
+        let mass_rel = rounding::ARITH8_REL + 3.0 * rounding::LIBM_REL + 2.0 * a * d * U;
         let lattice = Lattice::new(a, 0.0, points.collect(), mass_rel, 0.0);
         Ok(Self::atoms(lattice, atoms, 0.0, 0.0))
     }
@@ -633,17 +657,23 @@ impl Source {
         let ratio = (-(2.0 * kf + 3.0) / s2).exp();
         // exp of a rounded exponent, divided by a rounded 1 − r: 64U covers both (the exponent is
         // < 2^52 in magnitude here, so its own rounding moves the value by < 64U relative).
-        let cut = rounding::prob_up(2.0 * log_first.exp() / (1.0 - ratio), 64.0 * U);
+        let cut = rounding::prob_up(2.0 * log_first.exp() / (1.0 - ratio), DG_CUT_REL);
         // Loss index Δ − 2x on the step Δ/(2σ²) (2σ² and the quotient rounded: 4U). Masses: each
         // w(x) within 2U of its exponent x²/(2σ²) (at most m) plus LIBM_REL, the normaliser summed
         // to a few U; and the exact normaliser is at most z + cut ≤ z(1 + cut) (z ≥ 1), so an exact
         // mass is at least the computed one times 1 − cut − 2ρ.
         let m = ((kf + d) * (kf + d)) / s2;
-        let rho = 2.0 * U * m + rounding::LIBM_REL + 8.0 * U;
+        let rho = rounding::ARITH2_REL * m + rounding::LIBM_REL + rounding::ARITH8_REL;
         let points = ((-k)..=(k + dk))
             .map(|x| dk - 2 * x)
             .zip(atoms.iter().map(|p| p.1));
-        let lattice = Lattice::new(d / s2, 4.0 * U, points.collect(), cut + 2.0 * rho, 0.0);
+        let lattice = Lattice::new(
+            d / s2,
+            rounding::ARITH4_REL,
+            points.collect(),
+            cut + 2.0 * rho,
+            0.0,
+        );
         Ok(Self::atoms(lattice, atoms, 0.0, cut.max(f64::MIN_POSITIVE)))
     }
 
@@ -660,9 +690,9 @@ impl Source {
         }
         // c = ln1p(x) with x formed in three roundings (ln1p's relative condition is below 1);
         // each mass in at most three.
-        let step_rel = 8.0 * U + 2.0 * rounding::LIBM_REL;
+        let step_rel = rounding::ARITH8_REL + 2.0 * rounding::LIBM_REL;
         Self::atoms(
-            Lattice::new(c, step_rel, points, 8.0 * U, 0.0),
+            Lattice::new(c, step_rel, points, rounding::ARITH8_REL, 0.0),
             atoms,
             0.0,
             0.0,
@@ -688,7 +718,7 @@ impl Source {
                 } else {
                     rounding::up(
                         (eta - delta) / ((1.0 - delta) * (eps / 2.0).tanh()),
-                        8.0 * U,
+                        rounding::LIBM_CHAIN_REL, // tanh and four roundings
                     )
                     .min(1.0)
                 };
@@ -698,7 +728,7 @@ impl Source {
         // The lattice's masses: w is rounded up, by at most 16U + LIBM_REL above the exact weight,
         // and a smaller weight moves mass from ±ε to 0, which can only raise the 0 atom; every
         // other factor is within a few U and LIBM_REL. The step is ε itself.
-        let mass_rel = 32.0 * U + 4.0 * rounding::LIBM_REL;
+        let mass_rel = EPS_TV_MASS_REL + 4.0 * rounding::LIBM_REL;
         if eps == 0.0 || w == 0.0 {
             let lattice = Lattice::new(1.0, 0.0, vec![(0, 1.0 - delta)], mass_rel, delta);
             return Self::atoms(lattice, vec![(0.0, 1.0 - delta)], delta, 0.0);
@@ -775,7 +805,7 @@ impl Source {
             }
             let one_minus = -(b - a).exp_m1();
             let v = a.exp() * one_minus;
-            let rel = 64.0 * U * (1.0 + a.abs() + b.abs()) * (1.0 + 1.0 / one_minus);
+            let rel = TAIL_LOG_ABS_REL * (1.0 + a.abs() + b.abs()) * (1.0 + 1.0 / one_minus);
             (v, rel)
         };
         Self::symmetric(
@@ -867,7 +897,7 @@ impl Source {
                 Some(m) if add_side.inf + add_side.extra == 0.0 => -(q * (-m).exp_m1()).ln_1p(),
                 _ => -log_1mq,
             },
-            8.0 * U,
+            rounding::LIBM_CHAIN_REL,
         );
         let remove = Side {
             delta: Arc::new(move |e| {
@@ -875,21 +905,22 @@ impl Source {
                 // smaller argument can only give more): expm1, the division and ln1p each add an
                 // ulp or so of e1.
                 let e1 = (e.exp_m1() / q).ln_1p();
-                let e1 = (e1 - 8.0 * U * (e1.abs() + 1.0)).max(0.0);
-                rounding::prob_up(q * rem_in(e1), 2.0 * U)
+                let e1 = (e1 - rounding::LIBM_CHAIN_REL * (e1.abs() + 1.0)).max(0.0);
+                rounding::prob_up(q * rem_in(e1), rounding::ARITH2_REL)
             }),
             // The same with the inner lower bound read at an argument rounded up.
             lower: rem_lo.map(|f| -> DeltaFn {
                 Arc::new(move |e| {
                     let e1 = (e.exp_m1() / q).ln_1p();
-                    let e1 = e1 + 8.0 * U * (e1.abs() + 1.0);
-                    rounding::prob_down(q * f(e1.max(0.0)), 2.0 * U)
+                    let e1 = e1 + rounding::LIBM_CHAIN_REL * (e1.abs() + 1.0);
+                    rounding::prob_down(q * f(e1.max(0.0)), rounding::ARITH2_REL)
                 })
             }),
             inf: rem_inf,
             extra: rem_extra,
             whole_line: false,
-            max_loss: max_rem.map(|m| rounding::up((q * m.exp_m1()).ln_1p(), 8.0 * U)),
+            max_loss: max_rem
+                .map(|m| rounding::up((q * m.exp_m1()).ln_1p(), rounding::LIBM_CHAIN_REL)),
         };
         let add = Side {
             delta: Arc::new(move |e| {
@@ -900,8 +931,10 @@ impl Source {
                 }
                 let e2 = e + q.ln() - w.ln();
                 // Rounded down, as e1 above (its terms carry an ulp each, w's log its relative error).
-                let e2 = (e2 - 8.0 * U * (e.abs() + q.ln().abs() + w.ln().abs() + 1.0)).max(0.0);
-                rounding::prob_up(w * add_in(e2), 4.0 * U)
+                let e2 = (e2
+                    - rounding::LIBM_CHAIN_REL * (e.abs() + q.ln().abs() + w.ln().abs() + 1.0))
+                    .max(0.0);
+                rounding::prob_up(w * add_in(e2), rounding::LIBM_SHORT_REL)
             }),
             // The same with w rounded down (its argument carries an ulp of |ε| + |ln(1−q)|, which
             // moves w by at most (1 − w) times that) and the inner lower bound read at an argument
@@ -909,13 +942,15 @@ impl Source {
             lower: add_lo.map(|f| -> DeltaFn {
                 Arc::new(move |e| {
                     let w = -(e + log_1mq).exp_m1();
-                    let w = w - 8.0 * U * ((1.0 - w).abs() * (e.abs() + log_1mq.abs() + 1.0) + w);
+                    let w = w - rounding::LIBM_CHAIN_REL
+                        * ((1.0 - w).abs() * (e.abs() + log_1mq.abs() + 1.0) + w);
                     if w <= 0.0 {
                         return 0.0;
                     }
                     let e2 = e + q.ln() - w.ln();
-                    let e2 = e2 + 8.0 * U * (e.abs() + q.ln().abs() + w.ln().abs() + 1.0);
-                    rounding::prob_down(w * f(e2.max(0.0)), 4.0 * U)
+                    let e2 = e2
+                        + rounding::LIBM_CHAIN_REL * (e.abs() + q.ln().abs() + w.ln().abs() + 1.0);
+                    rounding::prob_down(w * f(e2.max(0.0)), rounding::LIBM_SHORT_REL)
                 })
             }),
             inf: 0.0,
@@ -926,7 +961,9 @@ impl Source {
         Source {
             remove,
             add: Some(add),
-            rel_err: inner.rel_err + 8.0 * U,
+            // An allowance for the outer map's roundings (none counted here; each δ is widened at
+            // its call).
+            rel_err: inner.rel_err + rounding::ARITH8_REL,
             abs_err: inner.abs_err,
             steps: inner.steps,
             moved: inner.moved,
@@ -997,13 +1034,14 @@ impl Source {
     pub(crate) fn poisson_of_pld(p: &Pld, q: f64) -> Self {
         let lq = (-q).ln_1p();
         // Positions rounded up (a loss placed higher is pessimistic), masses up.
-        let place = |x: f64| rounding::up(x, 8.0 * U) + 4.0 * U;
+        // (ln_1p of q·expm1(ℓ): relative; 4U absolute more: allowances.)
+        let place = |x: f64| rounding::up(x, rounding::LIBM_CHAIN_REL) + rounding::ARITH4_REL;
         // `inf` is the mass at +∞ that is the mechanism's own; `extra` the inner tails truncated into
         // +∞ (an upper bound only, left out of the lower bound).
         let side = |atoms: Vec<(f64, f64)>, inf: f64, extra: f64| {
             let max_loss = atoms.iter().map(|a| a.0).fold(f64::NEG_INFINITY, f64::max);
             let prof = Arc::new(AtomProfile::new(atoms, rounding::add_up(inf, extra)));
-            let rel = prof.rel_err() + 16.0 * U;
+            let rel = prof.rel_err() + POISSON_PLD_REL;
             Side {
                 delta: Arc::new(move |e| rounding::prob_up(prof.delta(e), rel)),
                 lower: None,
@@ -1022,12 +1060,16 @@ impl Source {
             q_rest -= qm;
             ra.push((
                 place((q * l.exp_m1()).ln_1p()),
-                rounding::up(q * m + (1.0 - q) * qm, 8.0 * U),
+                // qm = m·e^(−ℓ) (an exp and a product), 1 − q and three more roundings.
+                rounding::up(q * m + (1.0 - q) * qm, rounding::LIBM_CHAIN_REL),
             ));
         }
         // Q's mass where P has none: at least 1 − Σ m e^{−ℓ} (rounded up by the sum's error).
-        let q_rest = (q_rest + 4.0 * U * rem.mass.len() as f64).clamp(0.0, 1.0);
-        ra.push((place(lq), rounding::up((1.0 - q) * q_rest, 4.0 * U)));
+        let q_rest = (q_rest + rounding::ARITH4_REL * rem.mass.len() as f64).clamp(0.0, 1.0);
+        ra.push((
+            place(lq),
+            rounding::up((1.0 - q) * q_rest, rounding::ARITH4_REL),
+        ));
         ra.sort_by(|a, b| a.0.total_cmp(&b.0));
         let add = p.add_pmf();
         let mut aa: Vec<(f64, f64)> = Vec::with_capacity(add.mass.len() + 1);
@@ -1069,9 +1111,9 @@ impl Source {
             let f = s.delta.clone();
             let (inf, extra) = s.inf_scaled(q);
             Side {
-                delta: Arc::new(move |e| rounding::prob_up(q * f(e), 2.0 * U)),
+                delta: Arc::new(move |e| rounding::prob_up(q * f(e), rounding::ARITH2_REL)),
                 lower: s.lower.clone().map(|f| -> DeltaFn {
-                    Arc::new(move |e| rounding::prob_down(q * f(e), 2.0 * U))
+                    Arc::new(move |e| rounding::prob_down(q * f(e), rounding::ARITH2_REL))
                 }),
                 inf,
                 extra,
@@ -1082,7 +1124,7 @@ impl Source {
         Source {
             remove: scale(&self.remove),
             add: self.add.as_ref().map(scale),
-            rel_err: self.rel_err + 4.0 * U,
+            rel_err: self.rel_err + rounding::ARITH4_REL, // an allowance for the product by q
             abs_err: self.abs_err,
             steps: self.steps,
             moved: self.moved,
