@@ -1,5 +1,7 @@
-//! The ledger's amounts: a dataset's budget, the tolerance of every comparison with one, and the
-//! holder name of the unallocated share. The filter's rule over them is in [`super::filter`].
+//! The ledger's amounts, each its own type: a dataset's [`Budget`], a [`QuotaShare`] of it, and
+//! what was [`Spent`] as figures; the tolerance of every comparison with a limit, written once; and
+//! the holder name of the unallocated share. The filter's rule over a limit is in
+//! [`super::filter`] (its running sums, Σμᵢ² and Σδᵢ, are [`super::filter::FilterState`]).
 
 use crate::accountant::json::{self, Fields, InputError, JsonPath};
 use crate::accountant::params::{DeltaSlack, DEFAULT_DELTA_SLACK};
@@ -37,19 +39,6 @@ impl Budget {
         let delta = DeltaSlack::new(delta)
             .map_err(|r| format!("delta {r}"))?
             .get();
-        Ok(Budget { mu, delta })
-    }
-    /// A share of a budget (a quota, or what the quotas leave): μ in [0, [`MAX_BUDGET_MU`]],
-    /// δ in [0, 1); zero shares admit nothing that spends.
-    pub fn share(mu: f64, delta: f64) -> Result<Self, String> {
-        if !(mu >= 0.0 && mu <= MAX_BUDGET_MU) {
-            return Err(format!(
-                "mu must be a number in [0, {MAX_BUDGET_MU}], got {mu}"
-            ));
-        }
-        if !(delta >= 0.0 && delta < 1.0) {
-            return Err(format!("delta must be a number in [0, 1), got {delta}"));
-        }
         Ok(Budget { mu, delta })
     }
     /// μ_B.
@@ -91,5 +80,68 @@ pub(super) fn budget_mu(v: &Value, p: &JsonPath) -> Result<f64, InputError> {
             p,
             format!("must be a number in (0, {MAX_BUDGET_MU}], got {mu}"),
         ))
+    }
+}
+
+/// The checked form of a share's or a spending's figures: μ in [0, [`MAX_BUDGET_MU`]], δ in [0, 1).
+fn share_figures(mu: f64, delta: f64) -> Result<(f64, f64), String> {
+    if !(mu >= 0.0 && mu <= MAX_BUDGET_MU) {
+        return Err(format!(
+            "mu must be a number in [0, {MAX_BUDGET_MU}], got {mu}"
+        ));
+    }
+    if !(delta >= 0.0 && delta < 1.0) {
+        return Err(format!("delta must be a number in [0, 1), got {delta}"));
+    }
+    Ok((mu, delta))
+}
+
+/// A share of a dataset's budget that a unit must fit as well: a principal's quota, or what the
+/// quotas leave (the unallocated share, holder [`UNALLOCATED`]). Unlike a [`Budget`] it may be
+/// zero (a zero share admits nothing that spends).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuotaShare {
+    mu: f64,
+    delta: f64,
+}
+
+impl QuotaShare {
+    /// A share from numbers: μ in [0, [`MAX_BUDGET_MU`]], δ in [0, 1).
+    pub fn new(mu: f64, delta: f64) -> Result<Self, String> {
+        let (mu, delta) = share_figures(mu, delta)?;
+        Ok(QuotaShare { mu, delta })
+    }
+    /// μ of the share.
+    pub fn mu(&self) -> f64 {
+        self.mu
+    }
+    /// δ of the share.
+    pub fn delta(&self) -> f64 {
+        self.delta
+    }
+}
+
+/// What a ledger spent, as figures: √Σμᵢ² and Σδᵢ (both rounded up). Budget use, not a guarantee
+/// (see [`super::filter`]); as a limit exactly used up, its filter guarantee is
+/// G_{μ_spent} ⊗ f_{0,δ_spent}, which the dashboard draws beside the budget's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spent {
+    mu: f64,
+    delta: f64,
+}
+
+impl Spent {
+    /// Spending from numbers: μ in [0, [`MAX_BUDGET_MU`]], δ in [0, 1).
+    pub fn new(mu: f64, delta: f64) -> Result<Self, String> {
+        let (mu, delta) = share_figures(mu, delta)?;
+        Ok(Spent { mu, delta })
+    }
+    /// √Σμᵢ².
+    pub fn mu(&self) -> f64 {
+        self.mu
+    }
+    /// Σδᵢ.
+    pub fn delta(&self) -> f64 {
+        self.delta
     }
 }

@@ -4,6 +4,7 @@ use super::budget::Budget;
 use super::budget::GATE_TOLERANCE;
 use super::compute::{analytic, blocking};
 use super::error::LedgerError;
+use super::filter::Limit;
 use super::filter::{Gate, Verdict};
 use super::principal::{Action, Actor};
 use super::rows::{grid_step_of, relation_of};
@@ -203,7 +204,7 @@ impl crate::accountant::calibrate::Judge for GateJudge {
 impl Ledgers {
     /// Calibrates one free parameter of a unit against the gate itself: the smallest noise
     /// multiplier, or the largest count, whose unit the gate admits now (its certificates by the
-    /// default δ rule, [`Budget::admits_first`] on the dataset's filter). A charge of the
+    /// default δ rule, [`Limit::admits_first`] on the dataset's filter). A charge of the
     /// calibrated event is admitted, and one a step beyond is not (up to the search's precision).
     pub async fn calibrate(
         &self,

@@ -4,10 +4,11 @@
 //! The one figure the API does not serve as such is the *spending curve*: the trade-off curve of
 //! G_{μ_spent} ⊗ f_{0,δ_spent}. It is drawn as progress toward the budget, never as a guarantee: under
 //! fully adaptive composition what was spent depends on the outputs, so the valid guarantee is the
-//! budget's ([`super::filter::Budget::guarantee`]) — the pages say so beside the curve.
+//! budget's ([`super::filter::Limit::guarantee`]) — the pages say so beside the curve.
 
 use super::error::LedgerError;
 use super::filter::FilterState;
+use super::filter::Limit;
 use super::kept::filter_report;
 use super::principal::Actor;
 use super::quotas::QuotaView;
@@ -164,8 +165,8 @@ impl Ledgers {
                 let relation = relation_of(&row)?;
                 // The spending alone as a budget that is exactly used up: its filter guarantee
                 // is G_{μ_spent} ⊗ f_{0,δ_spent}, built by the same code as every report.
-                let spent = super::budget::Budget::share(c.mu(), c.delta())
-                    .map_err(LedgerError::Internal)?;
+                let spent =
+                    super::budget::Spent::new(c.mu(), c.delta()).map_err(LedgerError::Internal)?;
                 let f = FilterState::empty();
                 Some(filter_report(&f, &spent, relation, &opts).tradeoff)
             }

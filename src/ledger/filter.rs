@@ -14,7 +14,7 @@
 //!
 //! What is *spent* (√Σμᵢ², Σδᵢ along the path that happened) is budget use, not a guarantee: it
 //! depends on the outputs, and a path's spent μ can be below the interaction's true μ (the review in
-//! `docs/filter.md` has an example). The guarantee reported is the budget's, [`Budget::guarantee`].
+//! `docs/filter.md` has an example). The guarantee reported is the budget's, [`Limit::guarantee`].
 //!
 //! # Rounding
 //! Both sums are rounded up as they grow (each μᵢ² and each addition), so the stored sums are never
@@ -22,12 +22,12 @@
 //! exactly the remaining μ must fit despite the rounding; the reported guarantee is always the
 //! stored sums, so the slack is visible, never hidden.
 
-use super::budget::{Budget, GATE_TOLERANCE};
+use super::budget::{Budget, QuotaShare, Spent, GATE_TOLERANCE};
 use crate::accountant::certificate::{Certificate, FilterGuarantee};
 use crate::accountant::rounding;
 
 /// The filter's running state for one dataset: Σμᵢ² and Σδᵢ (both rounded up) and the unit count.
-/// Made by [`FilterState::empty`], [`FilterState::from_stored`] and [`Budget::admits`]; plans and
+/// Made by [`FilterState::empty`], [`FilterState::from_stored`] and [`Limit::admits`]; plans and
 /// conversions of past units (which are not gated) use [`FilterState::with`], refunds
 /// [`FilterState::without`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,7 +37,7 @@ pub struct FilterState {
     units: i64,
 }
 
-/// The outcome of [`Budget::admits`].
+/// The outcome of [`Limit::admits`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Admission {
     /// Admitted; the state after the unit.
@@ -142,28 +142,37 @@ pub(super) fn sqrt_up(x: f64) -> f64 {
     rounding::up(x.sqrt(), rounding::U)
 }
 
-impl Budget {
+/// What a filter compares its sums with: a dataset's [`Budget`], a [`QuotaShare`] of it, or a
+/// [`Spent`] amount taken as a limit exactly used up. The rule (see the module docs) is written
+/// once, here, for all three; each type gives only its figures.
+pub trait Limit {
+    /// (μ, δ) of the limit.
+    fn figures(&self) -> (f64, f64);
+
+    /// The largest δ the comparison accepts, δ·(1 + [`GATE_TOLERANCE`]).
+    fn delta_limit(&self) -> f64 {
+        self.figures().1 * (1.0 + GATE_TOLERANCE)
+    }
+
     /// The guarantee of the whole adaptive interaction, however it goes on: G_μ ⊗ f_{0,δ} at the
     /// budget as the gate enforces it (with [`GATE_TOLERANCE`]), or at what was spent if that is
     /// larger (a budget lowered below the spending, or a converted version-1 ledger).
-    pub fn guarantee(&self, s: &FilterState) -> FilterGuarantee {
-        let mu = (self.mu() * (1.0 + GATE_TOLERANCE)).max(s.mu());
-        let delta = (self.delta() * (1.0 + GATE_TOLERANCE))
-            .max(s.delta)
-            .min(1.0 - f64::EPSILON);
+    fn guarantee(&self, s: &FilterState) -> FilterGuarantee {
+        let mu = self.mu_limit().max(s.mu());
+        let delta = self.delta_limit().max(s.delta).min(1.0 - f64::EPSILON);
         FilterGuarantee::new(
             Certificate::new(mu, delta).expect("a checked budget and state are finite"),
         )
     }
 
-    /// The largest μ the comparison accepts, μ_B·(1 + [`GATE_TOLERANCE`]).
+    /// The largest μ the comparison accepts, μ·(1 + [`GATE_TOLERANCE`]).
     fn mu_limit(&self) -> f64 {
-        self.mu() * (1.0 + GATE_TOLERANCE)
+        self.figures().0 * (1.0 + GATE_TOLERANCE)
     }
 
     /// The gate's rule (see the module docs): whether the unit with certificate `c` may follow the
     /// units summarised in `s`, and the state after it.
-    pub fn admits(&self, s: &FilterState, c: &Certificate) -> Admission {
+    fn admits(&self, s: &FilterState, c: &Certificate) -> Admission {
         let limit = self.mu_limit();
         // A unit above the whole budget is rejected before squaring (μ may be 1e200).
         if c.mu() > limit {
@@ -174,7 +183,7 @@ impl Budget {
         if mu_sq > rounding::mul_down(limit, limit) {
             return Admission::Rejected(Exceeded::Mu);
         }
-        if delta > self.delta() * (1.0 + GATE_TOLERANCE) || delta >= 1.0 {
+        if delta > self.delta_limit() || delta >= 1.0 {
             return Admission::Rejected(Exceeded::Delta);
         }
         Admission::Admitted(FilterState {
@@ -185,8 +194,8 @@ impl Budget {
     }
 
     /// The first of `candidates` (a unit's certificates in order of preference, non-empty) that
-    /// [`Budget::admits`]; else the rejection of the first.
-    pub fn admits_first(
+    /// [`Limit::admits`]; else the rejection of the first.
+    fn admits_first(
         &self,
         s: &FilterState,
         candidates: &[Certificate],
@@ -204,29 +213,29 @@ impl Budget {
 
     /// √(μ_B² − Σμᵢ²): the largest μ a further unit can have (rounded down, so a Gaussian unit of
     /// exactly this μ is admitted).
-    pub fn remaining_mu(&self, s: &FilterState) -> f64 {
+    fn remaining_mu(&self, s: &FilterState) -> f64 {
         // Nothing spent: the whole budget (a unit of exactly μ_B is admitted).
         if s.mu_sq == 0.0 {
-            return self.mu();
+            return self.figures().0;
         }
-        let b2 = rounding::mul_down(self.mu(), self.mu());
+        let b2 = rounding::mul_down(self.figures().0, self.figures().0);
         if s.mu_sq >= b2 {
             return 0.0;
         }
-        rounding::down(rounding::sub_down(b2, s.mu_sq).sqrt(), 2.0 * rounding::U).max(0.0)
+        rounding::down(rounding::sub_down(b2, s.mu_sq).sqrt(), rounding::ULP_REL).max(0.0)
     }
 
     /// About how many more units of certificate `c` the dataset's budget has room for after `s`:
-    /// the largest k with Σμᵢ² + k·μ_c² ≤ μ_B² and Σδᵢ + k·δ_c ≤ δ_B (what [`Budget::admits`]
+    /// the largest k with Σμᵢ² + k·μ_c² ≤ μ_B² and Σδᵢ + k·δ_c ≤ δ_B (what [`Limit::admits`]
     /// decides k times, without its per-step rounding and tolerance; each quotient rounded down
     /// after rounding its numerator down and its denominator up, so k never exceeds the exact
     /// count). A display figure ("about N more runs like the last one"): every charge is still
     /// decided by the gate. `None` when `c` spends nothing (no bound).
-    pub fn more_like(&self, s: &FilterState, c: &Certificate) -> Option<u64> {
+    fn more_like(&self, s: &FilterState, c: &Certificate) -> Option<u64> {
         let count = |room: f64, each: f64| -> Option<f64> {
             (each > 0.0).then(|| rounding::div_down(room.max(0.0), each).floor())
         };
-        let b2 = rounding::mul_down(self.mu(), self.mu());
+        let b2 = rounding::mul_down(self.figures().0, self.figures().0);
         let mu_room = rounding::sub_down(b2, s.mu_sq);
         let by_mu = count(mu_room, rounding::mul_up(c.mu(), c.mu()));
         let by_delta = count(self.remaining_delta(s), c.delta());
@@ -240,18 +249,36 @@ impl Budget {
     }
 
     /// δ_B − Σδᵢ (rounded down, at least 0).
-    pub fn remaining_delta(&self, s: &FilterState) -> f64 {
-        rounding::sub_down(self.delta(), s.delta).max(0.0)
+    fn remaining_delta(&self, s: &FilterState) -> f64 {
+        rounding::sub_down(self.figures().1, s.delta).max(0.0)
+    }
+}
+
+impl Limit for Budget {
+    fn figures(&self) -> (f64, f64) {
+        (self.mu(), self.delta())
+    }
+}
+
+impl Limit for QuotaShare {
+    fn figures(&self) -> (f64, f64) {
+        (self.mu(), self.delta())
+    }
+}
+
+impl Limit for Spent {
+    fn figures(&self) -> (f64, f64) {
+        (self.mu(), self.delta())
     }
 }
 
 /// A share of a dataset's budget that a unit must fit as well: a principal's quota, or the
 /// unallocated rest (holder `*`) that principals without a quota spend from. Its budget and state
-/// are those of a filter of their own, gated by the same rule ([`Budget::admits`]).
+/// are those of a filter of their own, gated by the same rule ([`Limit::admits`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Share {
     pub holder: String,
-    pub budget: Budget,
+    pub budget: QuotaShare,
     pub state: FilterState,
 }
 

@@ -3,6 +3,7 @@
 
 use super::budget::Budget;
 use super::filter::FilterState;
+use super::filter::Limit;
 use crate::accountant::cache::ByteCache;
 use crate::accountant::guarantee::Guarantee;
 use crate::accountant::params::{DeltaSlack, ReportOptions};
@@ -47,11 +48,11 @@ impl GateInputs {
     }
 }
 
-/// The report of the filter's guarantee (the budget's: see [`Budget::guarantee`]); δ slack: that
+/// The report of the filter's guarantee (the limit's: see [`Limit::guarantee`]); δ slack: that
 /// guarantee's δ.
 pub(super) fn filter_report(
     f: &FilterState,
-    budget: &Budget,
+    budget: &impl Limit,
     relation: NeighboringRelation,
     opts: &ReportOptions,
 ) -> Report {

@@ -21,6 +21,7 @@
 use super::calibration::Certified;
 use super::compute::blocking;
 use super::error::LedgerError;
+use super::filter::Limit;
 use super::filter::{Gate, Verdict};
 use super::input::{MultiChargeRequest, Target};
 use super::partition::{self, BlockSelector, Partitioning, MAX_BLOCKS};

@@ -19,8 +19,9 @@
 //! dataset and to each existing block at once, and copied into each block created later (under the
 //! dataset's version, see `docs/partitions.md`). Each block checks the invariants on its own spend.
 
-use super::budget::{Budget, UNALLOCATED};
+use super::budget::{Budget, QuotaShare, UNALLOCATED};
 use super::error::{internal, LedgerError};
+use super::filter::Limit;
 use super::filter::{sqrt_up, FilterState, Share};
 use super::input::QuotaRequest;
 use super::names::principal_name;
@@ -74,16 +75,16 @@ fn allocated(quotas: &[QuotaRow], except: Option<&str>) -> (f64, f64) {
 }
 
 /// The unallocated share's budget: √(μ_B² − Σμ_q²) and δ_B − Σδ_q, rounded down, at least 0.
-fn unallocated(budget: &Budget, quotas: &[QuotaRow]) -> Result<Budget, LedgerError> {
+fn unallocated(budget: &Budget, quotas: &[QuotaRow]) -> Result<QuotaShare, LedgerError> {
     let (m, d) = allocated(quotas, None);
     let b2 = rounding::mul_down(budget.mu(), budget.mu());
     let mu = if m >= b2 {
         0.0
     } else {
-        rounding::down(rounding::sub_down(b2, m).sqrt(), 2.0 * rounding::U).max(0.0)
+        rounding::down(rounding::sub_down(b2, m).sqrt(), rounding::ULP_REL).max(0.0)
     };
     let delta = rounding::sub_down(budget.delta(), d).max(0.0);
-    Budget::share(mu, delta).map_err(internal)
+    QuotaShare::new(mu, delta).map_err(internal)
 }
 
 /// The share a unit charged by `holder` is paid from: `None` when the dataset has no quotas.
@@ -99,7 +100,7 @@ pub(super) fn share_for(
         .iter()
         .find(|q| q.principal == holder && holder != UNALLOCATED);
     let (q, budget) = match own {
-        Some(q) => (q, Budget::share(q.mu, q.delta).map_err(internal)?),
+        Some(q) => (q, QuotaShare::new(q.mu, q.delta).map_err(internal)?),
         None => {
             let q = quotas
                 .iter()
@@ -208,7 +209,7 @@ fn quota_view(
     let share = if q.principal == UNALLOCATED {
         unallocated(budget, quotas)?
     } else {
-        Budget::share(q.mu, q.delta).map_err(internal)?
+        QuotaShare::new(q.mu, q.delta).map_err(internal)?
     };
     let s = state_of(q)?;
     Ok(QuotaView {
@@ -266,8 +267,8 @@ impl Ledgers {
             ));
         }
         principal_name(principal).map_err(|r| LedgerError::Invalid("path.principal".into(), r))?;
-        let share =
-            Budget::share(req.mu, req.delta).map_err(|r| LedgerError::Invalid("body".into(), r))?;
+        let share = QuotaShare::new(req.mu, req.delta)
+            .map_err(|r| LedgerError::Invalid("body".into(), r))?;
         self.row(id).await?;
         let partitioned = self.partitioning_of(id).await?.is_some();
         let _guard = self.lock(id).await?;
@@ -375,7 +376,7 @@ fn plan(
     row: &DatasetRow,
     quotas: &[QuotaRow],
     principal: &str,
-    share: &Budget,
+    share: &QuotaShare,
     ts: &str,
 ) -> Result<(QuotaView, EntryRow, DatasetUpdate), LedgerError> {
     let id = row.id.as_str();
@@ -385,8 +386,7 @@ fn plan(
         .map(state_of)
         .transpose()?
         .unwrap_or_else(FilterState::empty);
-    let tol = 1.0 + super::budget::GATE_TOLERANCE;
-    if share.mu() * tol < spent.mu() || share.delta() * tol < spent.delta() {
+    if share.mu_limit() < spent.mu() || share.delta_limit() < spent.delta() {
         return Err(LedgerError::QuotaConflict(format!(
             "{principal:?} has spent mu {:.6} and delta {:e} of its quota already; a quota \
              cannot be set below that",

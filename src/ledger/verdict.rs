@@ -7,6 +7,7 @@ use super::compute::analytic;
 use super::compute::blocking;
 use super::error::LedgerError;
 use super::error::Rejection;
+use super::filter::Limit;
 use super::filter::{Exceeded, FilterState, Gate, Verdict};
 use super::rows::{budget_of, filter_of};
 use super::{admission, certificates, filter, quotas, Ledgers, DEFAULT_UNITS_PER_DELTA};

@@ -3,6 +3,7 @@
 
 use super::budget::Budget;
 use super::error::LedgerError;
+use super::filter::Limit;
 use super::filter::{FilterState, Statement};
 use super::rows::{budget_of, grid_step_of, relation_of, statement_of};
 use super::{keys, schema};

@@ -15,9 +15,8 @@ use privacy_ledger::accountant::certificate::{certify, Certificate, UnitDelta};
 use privacy_ledger::accountant::json::JsonPath;
 use privacy_ledger::accountant::params::GridStep;
 use privacy_ledger::accountant::{Event, NeighboringRelation};
-use privacy_ledger::ledger::budget::Budget;
-use privacy_ledger::ledger::budget::GATE_TOLERANCE;
-use privacy_ledger::ledger::filter::{Admission, FilterState};
+use privacy_ledger::ledger::budget::{Budget, GATE_TOLERANCE};
+use privacy_ledger::ledger::filter::{Admission, FilterState, Limit};
 
 const SEED: u64 = 0xce27_1f1c_a7e5_2026;
 const CASES: usize = 150;
