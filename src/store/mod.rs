@@ -8,6 +8,14 @@
 //! the ledger holds. A charge is acknowledged only after that transaction commits. Snapshots of the
 //! composition are written apart from appends ([`Store::put_snapshot`]).
 //!
+//! # Layout
+//! This file holds the contract ([`Store`], the one front door, and [`StoreError`]), the rows and
+//! the schema ([`SCHEMA`], [`MIGRATIONS`]). [`sql`] holds every statement, once for both engines;
+//! `shared` implements [`Store`] once, over an engine: its reads, its row decoders and every
+//! write's algorithm (the append's compare-and-swap, the audit chain …). [`postgres`] and
+//! [`sqlite`] keep only what differs: connection, pool, type names, placeholders, locking, error
+//! codes, how a write is committed (SQLite's group-commit writer: `sqlite_writer`).
+//!
 //! # Schema versions
 //! Both stores keep `schema_version` and apply [`MIGRATIONS`] in order on start (a fresh database
 //! gets the version-1 tables, then every migration, so it ends identical to a migrated one).

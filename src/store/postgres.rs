@@ -7,8 +7,14 @@
 //! (a COMMIT returns after the WAL is flushed with the default `synchronous_commit = on`). Connection
 //! failures surface as [`StoreError::Unavailable`] quickly (short acquire timeout); the pool
 //! reconnects by itself when the database is back.
+//!
+//! This file keeps only what PostgreSQL does differently: its pool, its names for the schema's
+//! types (`DIALECT`), migrations under the advisory lock, `$n` placeholders and the collation
+//! `"C"` ([`sql::postgres`]), its error codes, the first token's table lock, and a transaction per
+//! write (`Engine`, `Tx`). Every statement ([`super::sql`]) and every algorithm, the
+//! [`super::Store`] implementation itself, is shared with SQLite (`super::shared`).
 
-use super::shared::{Engine, Reads, Tx, Work};
+use super::shared::{Engine, Job, Reads, Tx};
 use super::sql::{self, Arg};
 use super::{migration_sql, Dialect, StoreError, LATEST, MIGRATIONS, SCHEMA};
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, Postgres};
@@ -234,22 +240,20 @@ impl Engine for PostgresStore {
         unavailable(e)
     }
 
-    async fn write<T, W>(&self, work: W) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        W: for<'t> FnOnce(&'t mut PgConnection) -> Work<'t, T> + Send + 'static,
-    {
+    async fn write<T: Send + 'static>(
+        &self,
+        work: impl Job<PgConnection, T>,
+    ) -> Result<T, StoreError> {
         let mut tx = self.pool.begin().await.map_err(unavailable)?;
         let done = work(&mut tx).await?;
         tx.commit().await.map_err(unavailable)?;
         Ok(done)
     }
 
-    async fn write_one<T, W>(&self, work: W) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        W: for<'t> FnOnce(&'t mut PgConnection) -> Work<'t, T> + Send + 'static,
-    {
+    async fn write_one<T: Send + 'static>(
+        &self,
+        work: impl Job<PgConnection, T>,
+    ) -> Result<T, StoreError> {
         let mut conn = self.pool.acquire().await.map_err(unavailable)?;
         work(&mut conn).await
     }

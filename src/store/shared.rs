@@ -316,37 +316,43 @@ where
     }
 }
 
+/// A write's work as [`Engine::write`] runs it, on the engine's connection `C` ([`work!`] makes
+/// one).
+pub trait Job<C, T>: for<'t> FnOnce(&'t mut C) -> Work<'t, T> + Send + 'static {}
+
+impl<C, T, W> Job<C, T> for W where W: for<'t> FnOnce(&'t mut C) -> Work<'t, T> + Send + 'static {}
+
 /// What an engine is: its reads' pool, how its writes run, how it spells a statement.
 pub trait Engine: Send + Sync + 'static {
     type Db: Reads;
     type Conn: Tx;
     /// The pool reads run on.
     fn pool(&self) -> &sqlx::Pool<Self::Db>;
-    /// `q` as this engine runs it.
-    fn spell(q: &'static str) -> Cow<'static, str>;
-    /// A read's failure.
-    fn error(e: sqlx::Error) -> StoreError;
+    /// `q` as this engine runs it (as written, unless the engine spells it otherwise).
+    fn spell(q: &'static str) -> Cow<'static, str> {
+        Cow::Borrowed(q)
+    }
+    /// A read's failure (the store is unavailable, unless the engine tells the cause).
+    fn error(e: sqlx::Error) -> StoreError {
+        StoreError::Unavailable(e.to_string())
+    }
     /// Runs `work` in a transaction and commits it; its result once durable. Nothing it wrote
     /// stays when it fails.
-    fn write<T, W>(&self, work: W) -> impl Future<Output = Result<T, StoreError>> + Send
-    where
-        T: Send + 'static,
-        W: for<'t> FnOnce(&'t mut Self::Conn) -> Work<'t, T> + Send + 'static;
+    fn write<T: Send + 'static>(
+        &self,
+        work: impl Job<Self::Conn, T>,
+    ) -> impl Future<Output = Result<T, StoreError>> + Send;
     /// [`Engine::write`] for `work` that runs one statement (no transaction of its own is
     /// needed where the engine commits each statement by itself).
-    fn write_one<T, W>(&self, work: W) -> impl Future<Output = Result<T, StoreError>> + Send
-    where
-        T: Send + 'static,
-        W: for<'t> FnOnce(&'t mut Self::Conn) -> Work<'t, T> + Send + 'static,
-    {
+    fn write_one<T: Send + 'static>(
+        &self,
+        work: impl Job<Self::Conn, T>,
+    ) -> impl Future<Output = Result<T, StoreError>> + Send {
         self.write(work)
     }
     /// [`Store::append_queued`]: the append `work()` gives queued behind every write queued
     /// before it, or `None` when the engine does not queue (`work` is then not called).
-    fn queue<W>(&self, _work: impl FnOnce() -> W) -> Option<PendingAppend>
-    where
-        W: for<'t> FnOnce(&'t mut Self::Conn) -> Work<'t, i64> + Send + 'static,
-    {
+    fn queue<W: Job<Self::Conn, i64>>(&self, _work: impl FnOnce() -> W) -> Option<PendingAppend> {
         None
     }
 }

@@ -3,8 +3,15 @@
 //! Durability: WAL journal with `synchronous = FULL`, so a transaction that returned from COMMIT is
 //! on disk and survives a crash of the process (or of the machine). Writers serialise on SQLite's
 //! write lock; `busy_timeout` makes concurrent writers wait instead of failing.
+//!
+//! This file keeps only what SQLite does differently: its file and pool options, its names for
+//! the schema's types (`DIALECT`), migrations under `BEGIN IMMEDIATE`, and its writes, each a
+//! savepoint in the group-commit writer's transaction (`sqlite_writer`) on the writer's
+//! rusqlite connection (`Tx` for it, `Engine`). Every statement ([`super::sql`]) and every
+//! algorithm, the [`super::Store`] implementation itself, is shared with PostgreSQL
+//! (`super::shared`).
 
-use super::shared::{Engine, Tx, Work};
+use super::shared::{Engine, Job, Tx, Work};
 use super::sql::{self, Arg};
 use super::sqlite_writer::{self as w, Writer};
 use super::{migration_sql, Dialect, PendingAppend, StoreError, LATEST, MIGRATIONS, SCHEMA};
@@ -14,7 +21,6 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::Sqlite;
-use std::borrow::Cow;
 use std::future::{ready, Future};
 use std::pin::pin;
 use std::str::FromStr;
@@ -184,14 +190,13 @@ impl Tx for Connection {
         args: &[Arg<'_>],
         taken: StoreError,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        let done = self
-            .prepare_cached(q)
-            .and_then(|mut s| s.execute(params_from_iter(args)));
-        ready(match done {
-            Ok(_) => Ok(()),
-            Err(e) if w::is_unique_violation(&e) => Err(taken),
-            Err(e) => Err(w::unavailable(e)),
-        })
+        ready(
+            match cached(self, q, |s| s.execute(params_from_iter(args))) {
+                Ok(_) => Ok(()),
+                Err(e) if w::is_unique_violation(&e) => Err(taken),
+                Err(e) => Err(w::unavailable(e)),
+            },
+        )
     }
 
     fn exists(
@@ -199,9 +204,7 @@ impl Tx for Connection {
         q: &'static str,
         args: &[Arg<'_>],
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        let found = self
-            .prepare_cached(q)
-            .and_then(|mut s| s.exists(params_from_iter(args)));
+        let found = cached(self, q, |s| s.exists(params_from_iter(args)));
         ready(found.map_err(w::unavailable))
     }
 
@@ -210,9 +213,9 @@ impl Tx for Connection {
         q: &'static str,
         args: &[Arg<'_>],
     ) -> impl Future<Output = Result<i64, StoreError>> + Send {
-        let row = self
-            .prepare_cached(q)
-            .and_then(|mut s| s.query_row(params_from_iter(args), |r| r.get(0)));
+        let row = cached(self, q, |s| {
+            s.query_row(params_from_iter(args), |r| r.get(0))
+        });
         ready(row.map_err(w::unavailable))
     }
 
@@ -221,9 +224,9 @@ impl Tx for Connection {
         q: &'static str,
         args: &[Arg<'_>],
     ) -> impl Future<Output = Result<(i64, String), StoreError>> + Send {
-        let row = self
-            .prepare_cached(q)
-            .and_then(|mut s| s.query_row(params_from_iter(args), |r| Ok((r.get(0)?, r.get(1)?))));
+        let row = cached(self, q, |s| {
+            s.query_row(params_from_iter(args), |r| Ok((r.get(0)?, r.get(1)?)))
+        });
         ready(row.map_err(w::unavailable))
     }
 
@@ -233,6 +236,15 @@ impl Tx for Connection {
     ) -> impl Future<Output = Result<Option<&'static str>, StoreError>> + Send {
         ready(Ok(Some(sql::TOKEN_INSERT_FIRST)))
     }
+}
+
+/// `run` on the cached prepared statement `q`.
+fn cached<T>(
+    c: &Connection,
+    q: &str,
+    run: impl FnOnce(&mut rusqlite::CachedStatement<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    c.prepare_cached(q).and_then(|mut s| run(&mut s))
 }
 
 /// A write's statements run to their end on the writer's thread: its [`Tx`] never waits, so
@@ -253,26 +265,14 @@ impl Engine for SqliteStore {
         &self.pool
     }
 
-    fn spell(q: &'static str) -> Cow<'static, str> {
-        Cow::Borrowed(q)
-    }
-
-    fn error(e: sqlx::Error) -> StoreError {
-        unavailable(e)
-    }
-
-    fn write<T, W>(&self, work: W) -> impl Future<Output = Result<T, StoreError>> + Send
-    where
-        T: Send + 'static,
-        W: for<'t> FnOnce(&'t mut Connection) -> Work<'t, T> + Send + 'static,
-    {
+    fn write<T: Send + 'static>(
+        &self,
+        work: impl Job<Connection, T>,
+    ) -> impl Future<Output = Result<T, StoreError>> + Send {
         self.writer.write(move |c| now(work(c)))
     }
 
-    fn queue<W>(&self, work: impl FnOnce() -> W) -> Option<PendingAppend>
-    where
-        W: for<'t> FnOnce(&'t mut Connection) -> Work<'t, i64> + Send + 'static,
-    {
+    fn queue<W: Job<Connection, i64>>(&self, work: impl FnOnce() -> W) -> Option<PendingAppend> {
         let work = work();
         let pending = self.writer.queue(move |c| now(work(c)))?;
         Some(Box::pin(pending))
