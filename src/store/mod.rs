@@ -8,6 +8,14 @@
 //! the ledger holds. A charge is acknowledged only after that transaction commits. Snapshots of the
 //! composition are written apart from appends ([`Store::put_snapshot`]).
 //!
+//! # Layout
+//! This file holds the contract ([`Store`], the one front door, and [`StoreError`]), the rows and
+//! the schema ([`SCHEMA`], [`MIGRATIONS`]). [`sql`] holds every statement, once for both engines;
+//! `shared` implements [`Store`] once, over an engine: its reads, its row decoders and every
+//! write's algorithm (the append's compare-and-swap, the audit chain …). [`postgres`] and
+//! [`sqlite`] keep only what differs: connection, pool, type names, placeholders, locking, error
+//! codes, how a write is committed (SQLite's group-commit writer: `sqlite_writer`).
+//!
 //! # Schema versions
 //! Both stores keep `schema_version` and apply [`MIGRATIONS`] in order on start (a fresh database
 //! gets the version-1 tables, then every migration, so it ends identical to a migrated one).
@@ -55,6 +63,46 @@
 
 /// The schema version this release writes (the last of [`MIGRATIONS`]).
 pub const LATEST: i64 = 10;
+
+/// The version-1 schema, in [`MIGRATIONS`]' placeholders (spelt per store by [`migration_sql`]):
+/// every store creates it if absent, then migrates it.
+pub const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS datasets (
+        id TEXT PRIMARY KEY,
+        description TEXT NOT NULL,
+        neighboring_relation TEXT NOT NULL,
+        budget_mu {F} NOT NULL,
+        budget_delta {F} NOT NULL,
+        grid_step {F} NOT NULL,
+        version {I} NOT NULL,
+        charges {I} NOT NULL,
+        mu_spent {F} NOT NULL,
+        mu_spent_lower {F} NOT NULL,
+        state {BLOB} NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    )",
+    "CREATE TABLE IF NOT EXISTS entries (
+        dataset_id TEXT NOT NULL REFERENCES datasets(id),
+        seq {I} NOT NULL,
+        kind TEXT NOT NULL,
+        charge_id TEXT,
+        event TEXT,
+        label TEXT,
+        metadata TEXT,
+        idempotency_key TEXT,
+        request_hash TEXT,
+        mu_after {F},
+        budget_mu {F},
+        budget_delta {F},
+        response TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (dataset_id, seq)
+    )",
+    "CREATE UNIQUE INDEX IF NOT EXISTS entries_idempotency
+        ON entries (dataset_id, idempotency_key) WHERE idempotency_key IS NOT NULL",
+];
 
 /// Schema migrations after version 1, as (version, statements); the SQL is portable between
 /// SQLite and PostgreSQL (`REAL` is `float4` in PostgreSQL, so `DOUBLE PRECISION` is spelt out
@@ -264,29 +312,31 @@ pub fn refuse_newer(current: Option<i64>, upto: i64) -> Result<(), StoreError> {
     }
 }
 
-/// A migration statement with the store's float, integer, auto-increment key and byte-string
-/// type names, its byte-wise collation (SQLite `BINARY`, PostgreSQL `"C"`), and each `{J:column:key}` replaced by
-/// `json(column, key)`: the number at `key` (a dotted path) of the JSON text in `column`, NULL
-/// where it has none.
-pub fn migration_sql(
-    stmt: &str,
-    float: &str,
-    int: &str,
-    serial: &str,
-    blob: &str,
-    bytes: &str,
-    json: fn(&str, &str) -> String,
-) -> String {
+/// How a store spells the schema's types: float, integer, auto-increment key and byte string,
+/// its byte-wise collation (SQLite `BINARY`, PostgreSQL `"C"`), and `json(column, key)`: the
+/// number at `key` (a dotted path) of the JSON text in `column`, NULL where it has none.
+pub struct Dialect {
+    pub float: &'static str,
+    pub int: &'static str,
+    pub serial: &'static str,
+    pub blob: &'static str,
+    pub bytes: &'static str,
+    pub json: fn(&str, &str) -> String,
+}
+
+/// A schema statement ([`SCHEMA`], [`MIGRATIONS`]) in a store's [`Dialect`]: `{F}`, `{I}`,
+/// `{SERIAL}`, `{BLOB}` and `{C}` replaced by its names, each `{J:column:key}` by its `json`.
+pub fn migration_sql(stmt: &str, d: &Dialect) -> String {
     let mut s = stmt
-        .replace("{F}", float)
-        .replace("{I}", int)
-        .replace("{SERIAL}", serial)
-        .replace("{BLOB}", blob)
-        .replace("{C}", bytes);
+        .replace("{F}", d.float)
+        .replace("{I}", d.int)
+        .replace("{SERIAL}", d.serial)
+        .replace("{BLOB}", d.blob)
+        .replace("{C}", d.bytes);
     while let Some(start) = s.find("{J:") {
         let end = start + s[start..].find('}').expect("a closed {J:…} placeholder");
         let (column, key) = s[start + 3..end].split_once(':').expect("{J:column:key}");
-        let expr = json(column, key);
+        let expr = (d.json)(column, key);
         s.replace_range(start..=end, &expr);
     }
     s
@@ -295,396 +345,21 @@ pub fn migration_sql(
 #[cfg(test)]
 #[test]
 fn json_placeholders_are_replaced_per_store() {
-    let q = migration_sql(
-        "SELECT {J:a.b:mu}, {J:c:delta} {F}",
-        "REAL",
-        "INTEGER",
-        "",
-        "",
-        "",
-        |c, k| format!("j({c},{k})"),
-    );
+    let d = Dialect {
+        float: "REAL",
+        int: "INTEGER",
+        serial: "",
+        blob: "",
+        bytes: "",
+        json: |c, k| format!("j({c},{k})"),
+    };
+    let q = migration_sql("SELECT {J:a.b:mu}, {J:c:delta} {F}", &d);
     assert_eq!(q, "SELECT j(a.b,mu), j(c,delta) REAL");
 }
 
-/// SQL shared by both stores, with `?` placeholders ([`numbered`] makes PostgreSQL's `$n`).
-pub mod sql {
-    /// Keeps a shared body (the same digest always names the same text, so a present one stays).
-    pub const SHARED_BODY_INSERT: &str = "INSERT INTO shared_bodies (digest, body) VALUES (?, ?) \
-        ON CONFLICT (digest) DO NOTHING";
-    pub const SHARED_BODY_GET: &str = "SELECT body FROM shared_bodies WHERE digest = ?";
-    pub const AUDIT_HEAD_INIT: &str =
-        "INSERT INTO audit_heads (chain, seq, hash) VALUES (?, 0, ?) ON CONFLICT (chain) DO NOTHING";
-    /// Takes the chain's next seq (and, on PostgreSQL, the head's row lock until commit).
-    pub const AUDIT_HEAD_NEXT: &str =
-        "UPDATE audit_heads SET seq = seq + 1 WHERE chain = ? RETURNING seq, hash";
-    pub const AUDIT_HEAD_SET: &str = "UPDATE audit_heads SET hash = ? WHERE chain = ?";
-    pub const AUDIT_INSERT: &str = "INSERT INTO audit (chain, seq, at, principal, credential, \
-        action, dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    pub const AUDIT_COLUMNS: &str = "id, chain, seq, at, principal, credential, action, \
-        dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash";
-    pub const AUDIT_QUERY: &str = "SELECT id, chain, seq, at, principal, credential, action, \
-        dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
-        FROM audit WHERE id > ? AND (? IS NULL OR dataset_id = ?) AND (? IS NULL OR principal = ?) \
-        AND (? IS NULL OR at >= ?) AND (? IS NULL OR at < ?) ORDER BY id LIMIT ?";
-    /// A chain's last record that states the ledger's state (`"ledger":{` in its after value).
-    /// Datasets (and blocks) that must have an audit chain and have none: an entry written with a
-    /// principal (schema 5 on, each with its record) or a version at or past `states_from`.
-    pub const DATASETS_WITHOUT_CHAIN: &str = "SELECT d.id FROM datasets d WHERE NOT EXISTS \
-        (SELECT 1 FROM audit a WHERE a.chain = d.id) AND (d.version >= COALESCE(d.states_from, \
-        d.version + 1) OR EXISTS (SELECT 1 FROM entries e WHERE e.dataset_id = d.id AND \
-        e.principal IS NOT NULL)) ORDER BY d.id";
-    pub const AUDIT_LAST_STATE: &str = "SELECT id, chain, seq, at, principal, credential, action, \
-        dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
-        FROM audit WHERE chain = ? AND after_value LIKE '%\"ledger\":{%' ORDER BY seq DESC LIMIT 1";
-    pub const AUDIT_CHAIN: &str = "SELECT id, chain, seq, at, principal, credential, action, \
-        dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
-        FROM audit WHERE chain = ? AND seq > ? ORDER BY seq LIMIT ?";
-    /// Every chain, with or without a head (a chain whose head row was deleted still has its
-    /// records checked, and shows seq -1 and an empty hash).
-    pub const AUDIT_HEADS: &str = "SELECT c.chain AS chain, COALESCE(h.seq, -1) AS seq, \
-        COALESCE(h.hash, '') AS hash FROM (SELECT chain FROM audit_heads UNION \
-        SELECT chain FROM audit) c LEFT JOIN audit_heads h ON h.chain = c.chain ORDER BY c.chain";
-    pub const GRANT_GET: &str = "SELECT role FROM grants WHERE dataset_id = ? AND principal = ?";
-    pub const GRANT_LIST: &str = "SELECT dataset_id, principal, role, created_at FROM grants \
-        WHERE dataset_id = ? ORDER BY principal";
-    pub const GRANT_UPSERT: &str = "INSERT INTO grants (dataset_id, principal, role, created_at) \
-        VALUES (?, ?, ?, ?) ON CONFLICT (dataset_id, principal) DO UPDATE SET role = excluded.role";
-    pub const GRANT_DELETE: &str = "DELETE FROM grants WHERE dataset_id = ? AND principal = ?";
-    pub const QUOTA_LIST: &str = "SELECT dataset_id, principal, mu, delta, mu_sq_spent, \
-        delta_spent, units, updated_at FROM quotas WHERE dataset_id = ? ORDER BY principal";
-    pub const QUOTA_UPSERT: &str = "INSERT INTO quotas (dataset_id, principal, mu, delta, \
-        mu_sq_spent, delta_spent, units, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
-        ON CONFLICT (dataset_id, principal) DO UPDATE SET mu = excluded.mu, \
-        delta = excluded.delta, mu_sq_spent = excluded.mu_sq_spent, \
-        delta_spent = excluded.delta_spent, units = excluded.units, \
-        updated_at = excluded.updated_at";
-
-    /// A new dataset (25 parameters, in [`super::DatasetRow`]'s order; `mu_spent_lower` repeats
-    /// `mu_spent`, `state` comes after `create_hash`).
-    pub const DATASET_INSERT: &str = "INSERT INTO datasets (id, description, \
-        neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
-        mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
-        mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    /// The append's compare-and-swap: every field of [`super::DatasetUpdate`] assigned (what
-    /// [`super::DatasetUpdate::applied`] mirrors), the version moved by one, only at the expected
-    /// version. The composition's snapshot is not touched ([`SNAPSHOT_SET`]).
-    pub const APPEND_UPDATE: &str = "UPDATE datasets SET version = version + 1, budget_mu = ?, \
-        budget_delta = ?, mu_max = ?, delta_max = ?, charges = ?, mu_spent = ?, \
-        mu_spent_lower = ?, mu_sq_spent = ?, delta_spent = ?, units = ?, \
-        reserved = ?, updated_at = ? WHERE id = ? AND version = ?";
-    pub const DATASET_EXISTS: &str = "SELECT 1 FROM datasets WHERE id = ?";
-    /// [`super::LedgerAppend::hold`]: changes nothing, but only at the held version, and (on
-    /// PostgreSQL) locks the row until the transaction ends.
-    pub const DATASET_HOLD: &str = "UPDATE datasets SET version = version WHERE id = ? AND \
-        version = ?";
-    /// [`super::LedgerAppend::blocks`]: a partitioned dataset's blocks (see `block_id_range`),
-    /// compared byte by byte as [`BLOCK_LIST`] does (PostgreSQL: [`block_count_sql`]); under a
-    /// linguistic collation the range would hold other datasets and miss some blocks.
-    pub const BLOCK_COUNT: &str = "SELECT count(*) FROM datasets WHERE id COLLATE BINARY >= ? \
-        AND id COLLATE BINARY < ?";
-
-    pub fn block_count_sql(postgres: bool) -> String {
-        if postgres {
-            numbered(&BLOCK_COUNT.replace("COLLATE BINARY", "COLLATE \"C\""))
-        } else {
-            BLOCK_COUNT.to_owned()
-        }
-    }
-    /// A block's first row (a concurrent creator may have inserted it: then the append's
-    /// compare-and-swap at version 0 decides).
-    pub const DATASET_INSERT_IF_ABSENT: &str = "INSERT INTO datasets (id, description, \
-        neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
-        mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
-        mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-        ON CONFLICT (id) DO NOTHING";
-    pub const PARTITIONING_SET: &str = "UPDATE datasets SET partitioning = ? WHERE id = ?";
-    pub const PARTITIONING_GET: &str = "SELECT partitioning FROM datasets WHERE id = ?";
-    /// A start, commit or release: the charge's new status, only from the status the ledger
-    /// read (a compare-and-swap on the status, in the append's transaction).
-    pub const SETTLE: &str = "UPDATE entries SET status = ? WHERE dataset_id = ? AND \
-        charge_id = ? AND kind = 'charge' AND status = ?";
-    /// Whether a dataset holds an idempotency key stored before keys were scoped (not of the
-    /// form `~` + 32 characters + `~` + the client's key; see `ledger::keys`).
-    pub const LEGACY_KEY_ANY: &str = "SELECT 1 FROM entries WHERE dataset_id = ? AND \
-        idempotency_key IS NOT NULL AND NOT (length(idempotency_key) > 34 AND \
-        substr(idempotency_key, 1, 1) = '~' AND substr(idempotency_key, 34, 1) = '~') LIMIT 1";
-    pub const ENTRY_INSERT: &str = "INSERT INTO entries (dataset_id, seq, kind, charge_id, event, \
-        label, metadata, idempotency_key, request_hash, mu_after, unit_mu, unit_delta, budget_mu, \
-        budget_delta, response, ref_id, run_id, chunk, status, principal, quota, created_at) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    /// A version-1 ledger's conversion (only once: `mu_sq_spent` is NULL until then).
-    pub const CONVERT_DATASET: &str = "UPDATE datasets SET mu_spent = ?, mu_spent_lower = ?, \
-        mu_sq_spent = ?, delta_spent = ?, units = ? WHERE id = ? AND version = ? \
-        AND mu_sq_spent IS NULL";
-    pub const CONVERT_ENTRY: &str =
-        "UPDATE entries SET unit_mu = ?, unit_delta = ? WHERE dataset_id = ? AND seq = ?";
-    pub const TOKEN_INSERT: &str = "INSERT INTO tokens (id, name, hash, role, created_at, \
-        expires_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)";
-    /// The first token, only on an empty store.
-    pub const TOKEN_INSERT_FIRST: &str = "INSERT INTO tokens (id, name, hash, role, created_at, \
-        expires_at, revoked_at) SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM tokens)";
-    pub const TOKEN_REVOKE: &str =
-        "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL";
-
-    macro_rules! dataset_columns {
-        () => {
-            "id, description, neighboring_relation, budget_mu, budget_delta, grid_step, version, \
-             charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, \
-             mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, state_seq, \
-             created_at, updated_at"
-        };
-    }
-    macro_rules! entry_columns {
-        () => {
-            "seq, kind, charge_id, event, label, metadata, idempotency_key, request_hash, mu_after, \
-             unit_mu, unit_delta, budget_mu, budget_delta, response, ref_id, run_id, chunk, status, \
-             principal, quota, created_at"
-        };
-    }
-    macro_rules! token_columns {
-        () => {
-            "id, name, hash, role, created_at, expires_at, revoked_at"
-        };
-    }
-    pub const DATASET_GET: &str =
-        concat!("SELECT ", dataset_columns!(), " FROM datasets WHERE id = ?");
-    /// Where a dataset's snapshot is: its seq, and the token and count of its parts, or (no
-    /// token) its bytes in `state`.
-    pub const SNAPSHOT_GET: &str = "SELECT state_seq, snapshot, snapshot_parts, \
-        CASE WHEN snapshot IS NULL THEN state END AS state FROM datasets WHERE id = ?";
-    pub const CERTIFICATES_GET: &str = "SELECT value FROM certificates WHERE key = ?";
-    /// A key names one result, so replacing it changes nothing, except a row that was edited.
-    pub const CERTIFICATES_PUT: &str = "INSERT INTO certificates (key, value) VALUES (?, ?) \
-        ON CONFLICT (key) DO UPDATE SET value = excluded.value";
-    pub const SNAPSHOT_PARTS: &str =
-        "SELECT bytes FROM snapshot_parts WHERE dataset_id = ? AND token = ? ORDER BY part";
-    pub const SNAPSHOT_PART_INSERT: &str = "INSERT INTO snapshot_parts (dataset_id, token, seq, \
-        part, bytes) VALUES (?, ?, ?, ?, ?)";
-    /// Points the dataset at a newer snapshot (only newer: two writers of one seq, or an older
-    /// one finishing late, change nothing), emptying `state`, with the composition's μ.
-    pub const SNAPSHOT_SET: &str = "UPDATE datasets SET state_seq = ?, snapshot = ?, \
-        snapshot_parts = ?, state = ?, exact_mu = ? WHERE id = ? AND state_seq < ?";
-    /// Parts of snapshots older than the one in force (the newest is never dropped: a writer of
-    /// a newer one drops nothing of it, and a writer whose snapshot lost drops only its own).
-    pub const SNAPSHOT_DROP_BEFORE: &str =
-        "DELETE FROM snapshot_parts WHERE dataset_id = ? AND seq < ?";
-    pub const SNAPSHOT_DROP_TOKEN: &str =
-        "DELETE FROM snapshot_parts WHERE dataset_id = ? AND token = ?";
-    /// A page of datasets after an id (not blocks); with a principal, only those it has a grant
-    /// on.
-    pub const DATASET_LIST: &str = concat!(
-        "SELECT ",
-        dataset_columns!(),
-        " FROM datasets WHERE id > ? AND id NOT LIKE '%@%' AND (? IS NULL OR id IN \
-         (SELECT dataset_id FROM grants WHERE principal = ?)) ORDER BY id LIMIT ?"
-    );
-    /// A page of a partitioned dataset's blocks after an id: the ids `parent@…` are exactly
-    /// those in [`parent@`, `parentA`) ('A' follows '@') *in byte order*, so every comparison
-    /// and the order are byte-wise (`COLLATE BINARY`; PostgreSQL's `"C"`, see
-    /// [`block_list_sql`]) — under a linguistic collation (e.g. en-US) `events1` would fall
-    /// inside `events`' range. PostgreSQL serves it from `datasets_id_bytes`, SQLite from the
-    /// primary key (BINARY already).
-    pub const BLOCK_LIST: &str = concat!(
-        "SELECT ",
-        dataset_columns!(),
-        " FROM datasets WHERE id COLLATE BINARY >= ? AND id COLLATE BINARY < ? \
-         AND id COLLATE BINARY > ? ORDER BY id COLLATE BINARY LIMIT ?"
-    );
-
-    /// [`BLOCK_LIST`] for an engine: PostgreSQL spells the byte-wise collation `"C"`.
-    pub fn block_list_sql(postgres: bool) -> String {
-        if postgres {
-            numbered(&BLOCK_LIST.replace("COLLATE BINARY", "COLLATE \"C\""))
-        } else {
-            BLOCK_LIST.to_owned()
-        }
-    }
-    pub const ENTRY_BY_KEY: &str = concat!(
-        "SELECT ",
-        entry_columns!(),
-        " FROM entries WHERE dataset_id = ? AND idempotency_key = ?"
-    );
-    pub const ENTRY_BY_CHARGE: &str = concat!(
-        "SELECT ",
-        entry_columns!(),
-        " FROM entries WHERE dataset_id = ? AND charge_id = ? AND kind = 'charge'"
-    );
-    pub const RUN_LIST: &str = concat!(
-        "SELECT ",
-        entry_columns!(),
-        " FROM entries WHERE dataset_id = ? AND run_id = ? AND seq > ? ORDER BY seq"
-    );
-    /// A page of entries after a seq, optionally of one kind.
-    /// A ledger's charges, only the columns a summary shows ([`super::UnitRow`]).
-    pub const UNIT_LIST: &str = "SELECT seq, charge_id, label, mu_after, unit_mu, unit_delta, \
-        run_id, chunk, status, principal, created_at FROM entries WHERE dataset_id = ? \
-        AND seq > ? AND kind = 'charge' ORDER BY seq LIMIT ?";
-    pub const ENTRY_LIST: &str = concat!(
-        "SELECT ",
-        entry_columns!(),
-        " FROM entries WHERE dataset_id = ? AND seq > ? AND (? IS NULL OR kind = ?) \
-         ORDER BY seq LIMIT ?"
-    );
-    pub const TOKEN_BY_HASH: &str =
-        concat!("SELECT ", token_columns!(), " FROM tokens WHERE hash = ?");
-    pub const TOKEN_LIST: &str = concat!(
-        "SELECT ",
-        token_columns!(),
-        " FROM tokens ORDER BY created_at, id"
-    );
-
-    /// `?` placeholders as PostgreSQL's `$1, $2, …` (no statement here has a `?` in a literal).
-    pub fn numbered(q: &str) -> String {
-        let mut out = String::with_capacity(q.len() + 16);
-        let mut n = 0;
-        for ch in q.chars() {
-            if ch == '?' {
-                n += 1;
-                out.push('$');
-                out.push_str(&n.to_string());
-            } else {
-                out.push(ch);
-            }
-        }
-        out
-    }
-}
-
-/// Decoders from a sqlx row of either engine to the store's rows (the column names and types are
-/// the same on both; each store invokes this with its row type).
-macro_rules! row_decoders {
-    ($row:ty) => {
-        pub(crate) fn dataset_from_row(r: &$row) -> DatasetRow {
-            DatasetRow {
-                id: r.get("id"),
-                description: r.get("description"),
-                neighboring_relation: r.get("neighboring_relation"),
-                budget_mu: r.get("budget_mu"),
-                budget_delta: r.get("budget_delta"),
-                grid_step: r.get("grid_step"),
-                version: r.get("version"),
-                charges: r.get("charges"),
-                mu_spent: r.get("mu_spent"),
-                mu_sq_spent: r.get("mu_sq_spent"),
-                delta_spent: r.get("delta_spent"),
-                units: r.get("units"),
-                exact_mu: r.get("exact_mu"),
-                reserved: r.get("reserved"),
-                create_hash: r.get("create_hash"),
-                mu_max: r
-                    .get::<Option<f64>, _>("mu_max")
-                    .unwrap_or_else(|| r.get("budget_mu")),
-                delta_max: r
-                    .get::<Option<f64>, _>("delta_max")
-                    .unwrap_or_else(|| r.get("budget_delta")),
-                cap_mu: r.get("cap_mu"),
-                cap_delta: r.get("cap_delta"),
-                statement_unknown: r.get("statement_unknown"),
-                states_from: r.get("states_from"),
-                state_seq: r.get("state_seq"),
-                created_at: r.get("created_at"),
-                updated_at: r.get("updated_at"),
-            }
-        }
-
-        pub(crate) fn entry_from_row(r: &$row) -> EntryRow {
-            EntryRow {
-                seq: r.get("seq"),
-                kind: r.get("kind"),
-                charge_id: r.get("charge_id"),
-                event: r.get("event"),
-                label: r.get("label"),
-                metadata: r.get("metadata"),
-                idempotency_key: r.get("idempotency_key"),
-                request_hash: r.get("request_hash"),
-                mu_after: r.get("mu_after"),
-                unit_mu: r.get("unit_mu"),
-                unit_delta: r.get("unit_delta"),
-                budget_mu: r.get("budget_mu"),
-                budget_delta: r.get("budget_delta"),
-                response: r.get("response"),
-                ref_id: r.get("ref_id"),
-                run_id: r.get("run_id"),
-                chunk: r.get("chunk"),
-                status: r.get("status"),
-                principal: r.get("principal"),
-                quota: r.get("quota"),
-                shared: None,
-                created_at: r.get("created_at"),
-            }
-        }
-
-        pub(crate) fn unit_from_row(r: &$row) -> UnitRow {
-            UnitRow {
-                seq: r.get("seq"),
-                charge_id: r.get("charge_id"),
-                label: r.get("label"),
-                mu_after: r.get("mu_after"),
-                unit_mu: r.get("unit_mu"),
-                unit_delta: r.get("unit_delta"),
-                run_id: r.get("run_id"),
-                chunk: r.get("chunk"),
-                status: r.get("status"),
-                principal: r.get("principal"),
-                created_at: r.get("created_at"),
-            }
-        }
-
-        pub(crate) fn quota_from_row(r: &$row) -> QuotaRow {
-            QuotaRow {
-                dataset_id: r.get("dataset_id"),
-                principal: r.get("principal"),
-                mu: r.get("mu"),
-                delta: r.get("delta"),
-                mu_sq_spent: r.get("mu_sq_spent"),
-                delta_spent: r.get("delta_spent"),
-                units: r.get("units"),
-                updated_at: r.get("updated_at"),
-            }
-        }
-
-        pub(crate) fn audit_from_row(r: &$row) -> AuditRecord {
-            AuditRecord {
-                id: r.get("id"),
-                seq: r.get("seq"),
-                draft: AuditDraft {
-                    chain: r.get("chain"),
-                    at: r.get("at"),
-                    principal: r.get("principal"),
-                    credential: r.get("credential"),
-                    action: r.get("action"),
-                    dataset_id: r.get("dataset_id"),
-                    target: r.get("target"),
-                    request_id: r.get("request_id"),
-                    client: r.get("client"),
-                    before: r.get("before_value"),
-                    after: r.get("after_value"),
-                },
-                prev_hash: r.get("prev_hash"),
-                hash: r.get("hash"),
-            }
-        }
-
-        pub(crate) fn token_from_row(r: &$row) -> TokenRow {
-            TokenRow {
-                id: r.get("id"),
-                name: r.get("name"),
-                hash: r.get("hash"),
-                role: r.get("role"),
-                created_at: r.get("created_at"),
-                expires_at: r.get("expires_at"),
-                revoked_at: r.get("revoked_at"),
-            }
-        }
-    };
-}
-pub(crate) use row_decoders;
-
 pub mod postgres;
+mod shared;
+pub mod sql;
 pub mod sqlite;
 mod sqlite_writer;
 

@@ -17,8 +17,8 @@
 //! reader), woken after commits; the writer's automatic checkpoint is off, so no group waits for
 //! one. Durability does not depend on them: a commit is durable once its WAL frames are synced.
 
-use super::{sql, AuditDraft, StoreError, AUDIT_GENESIS};
-use rusqlite::{params, Connection, OpenFlags};
+use super::StoreError;
+use rusqlite::{Connection, OpenFlags};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::time::Duration;
@@ -29,7 +29,7 @@ pub const MAX_GROUP: usize = 128;
 /// A write: statements run inside the group's transaction (`run`, in a savepoint; `false` rolls
 /// the savepoint back), then the caller is answered with the commit's outcome (`finish`).
 trait Job: Send {
-    fn run(&mut self, conn: &Connection) -> bool;
+    fn run(&mut self, conn: &mut Connection) -> bool;
     fn finish(self: Box<Self>, group_failure: Option<StoreError>);
 }
 
@@ -43,9 +43,9 @@ struct Typed<T, F> {
 impl<T, F> Job for Typed<T, F>
 where
     T: Send,
-    F: FnOnce(&Connection) -> Result<T, StoreError> + Send,
+    F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send,
 {
-    fn run(&mut self, conn: &Connection) -> bool {
+    fn run(&mut self, conn: &mut Connection) -> bool {
         let write = self.write.take().expect("a write runs once");
         let r = catch_unwind(AssertUnwindSafe(|| write(conn)))
             .unwrap_or_else(|_| Err(StoreError::Unavailable("a write panicked".into())));
@@ -132,7 +132,7 @@ impl Writer {
     pub async fn write<T, F>(&self, write: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (job, answer) = job(write);
         self.jobs.send(job).await.map_err(|_| stopped())?;
@@ -148,7 +148,7 @@ impl Writer {
     ) -> Option<impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (job, answer) = job(write);
         self.jobs.try_send(job).ok()?;
@@ -163,7 +163,7 @@ type Answer<T> = tokio::sync::oneshot::Receiver<Result<T, StoreError>>;
 fn job<T, F>(write: F) -> (Box<dyn Job>, Answer<T>)
 where
     T: Send + 'static,
-    F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
 {
     let (reply, answer) = tokio::sync::oneshot::channel();
     let job: Box<dyn Job> = Box::new(Typed {
@@ -225,7 +225,7 @@ impl Checkpointer {
 /// The writer thread: takes every write waiting (up to [`MAX_GROUP`]), runs them in one
 /// transaction, commits, answers, and asks for a checkpoint.
 fn run(
-    conn: Connection,
+    mut conn: Connection,
     mut jobs: tokio::sync::mpsc::Receiver<Box<dyn Job>>,
     checkpoints: Checkpointer,
 ) {
@@ -239,7 +239,7 @@ fn run(
         }
         metrics::histogram!("privacy_ledger_group_commit_size").record(group.len() as f64);
         let started = std::time::Instant::now();
-        let failure = run_group(&conn, &mut group).err();
+        let failure = run_group(&mut conn, &mut group).err();
         metrics::histogram!("privacy_ledger_group_commit_seconds")
             .record(started.elapsed().as_secs_f64());
         if failure.is_some() {
@@ -254,7 +254,7 @@ fn run(
 }
 
 /// BEGIN, each write in a savepoint, COMMIT; the failure of the whole, if any.
-fn run_group(conn: &Connection, group: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
+fn run_group(conn: &mut Connection, group: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
     exec(conn, "BEGIN IMMEDIATE", [])?;
     for job in group.iter_mut() {
         exec(conn, "SAVEPOINT job", [])?;
@@ -274,36 +274,4 @@ pub fn exec(conn: &Connection, q: &str, p: impl rusqlite::Params) -> Result<usiz
     conn.prepare_cached(q)
         .and_then(|mut s| s.execute(p))
         .map_err(unavailable)
-}
-
-/// Appends `d` to its chain inside the caller's transaction (see [`super::audit_hash`]).
-pub fn insert_audit(conn: &Connection, d: &AuditDraft) -> Result<(), StoreError> {
-    exec(conn, sql::AUDIT_HEAD_INIT, params![d.chain, AUDIT_GENESIS])?;
-    let (seq, prev): (i64, String) = conn
-        .prepare_cached(sql::AUDIT_HEAD_NEXT)
-        .and_then(|mut s| s.query_row(params![d.chain], |r| Ok((r.get(0)?, r.get(1)?))))
-        .map_err(unavailable)?;
-    let hash = super::audit_hash(&prev, seq, d);
-    exec(
-        conn,
-        sql::AUDIT_INSERT,
-        params![
-            d.chain,
-            seq,
-            d.at,
-            d.principal,
-            d.credential,
-            d.action,
-            d.dataset_id,
-            d.target,
-            d.request_id,
-            d.client,
-            d.before,
-            d.after,
-            prev,
-            hash
-        ],
-    )?;
-    exec(conn, sql::AUDIT_HEAD_SET, params![hash, d.chain])?;
-    Ok(())
 }
