@@ -74,11 +74,26 @@ pub fn profile(eps0: f64, delta0: f64, eps: f64) -> f64 {
         return delta0;
     }
     // = (e^ε·expm1(ε₀ − ε) + δ₀(1 + e^ε))/(1 + e^{ε₀}): non-negative terms only (the plain
-    // 1 − (…)/(…) cancels to rounding noise just below ε₀).
-    let v = (eps.exp() * (eps0 - eps).exp_m1() + delta0 * (1.0 + eps.exp())) / (1.0 + eps0.exp());
-    // Three exp, one expm1 (of a rounded difference), six roundings: an allowance as found.
-    rounding::prob_up(v, rounding::LIBM_CHAIN_REL)
+    // 1 − (…)/(…) cancels to rounding noise just below ε₀). The value increases with ε₀ − ε, which
+    // is rounded up (see PROFILE_REL).
+    let d = rounding::sub_up(eps0, eps);
+    let v = (eps.exp() * d.exp_m1() + delta0 * (1.0 + eps.exp())) / (1.0 + eps0.exp());
+    rounding::prob_up(v, PROFILE_REL)
 }
+
+/// The widening of [`profile`]: 12U.
+///
+/// With ε₀ − ε rounded *up* (the profile increases with it), the rest is (Higham Lemma 3.1, every
+/// libm call within one ulp, 2U, as glibc documents exp and expm1; 1.1U measured):
+/// A = e^ε·expm1(d) carries 2U + 2U + U (product); B = δ₀(1 + e^ε) 2U + U + U; A + B ≥ 0 without
+/// cancellation, ≤ 5U + U (sum); the denominator 1 + e^{ε₀} 2U + U; the quotient U: 10U to first
+/// order (7.3U with the measured libm errors; γ₁₀ − 10U < 100U² is negligible). 12U leaves 2U.
+///
+/// The 8U ([`rounding::LIBM_CHAIN_REL`]) used before covered the measured count (≈ 8.3U with the
+/// ulp step) only while ε₀ − ε was exact: formed to nearest, its absolute error U·(ε₀ − ε) became a
+/// relative error of expm1 of up to U·(ε₀ − ε)·e^d/expm1(d) ≈ U·(1 + d) — 30U at ε₀ − ε ≈ 30,
+/// unbounded in d. Directed rounding removes that term.
+pub const PROFILE_REL: f64 = 12.0 * U;
 
 /// 1 − ∏(1 − δᵢ)^{countᵢ}: the δ of f_{0,δ₁} ⊗ … ⊗ f_{0,δₙ} (DRS22 eq. (11)), formed as
 /// −expm1(Σ countᵢ·ln(1 − δᵢ)) — no cancellation for tiny δ — and rounded up by (2n + 6)U (each

@@ -6,14 +6,14 @@
 
 use super::gdp;
 use super::normal;
-use super::rounding::{self, U};
+use super::rounding;
 use super::tradeoff::PiecewiseLinear;
 
-/// The widening of β = Φ(−z) at the root z of [`subsampled_gdp`]'s bisection: 16U, as found. This
-/// is *below* the bound [`normal::cdf_rel_err`] states for that call (20U + 8U·z²; measured 8.5U
-/// near 0 and 3.7U·z² beyond 1.5), so it is an allowance that does not cover sf's stated error for
-/// z ≳ 2; it is kept unchanged here (this change moves no figure) and noted for review.
-const SF_AT_ROOT_REL: f64 = 16.0 * U;
+// β = Φ(−z) at the root z of [`subsampled_gdp`]'s bisection is now [`normal::sf_bounds`]`(z).0`:
+// sf(z) = ½erfc(z/√2) is the very computation [`normal::cdf_rel_err`] bounds at −z, so it is
+// widened down by 20U + 8U·z² (measured 8.5U near 0 and 3.7U·z² beyond 1.5, module table of
+// `normal`). The 16U this replaces (`SF_AT_ROOT_REL`) is below 20U everywhere and below the
+// *measured* 3.7U·z² from z ≈ 2.1 on (e.g. 92U measured at z = 5, 16U allowed): too small.
 
 /// f_p = p f + (1 − p) Id: the (asymmetric) curve of the subsampled mechanism for one ordering of the
 /// neighbouring pair (DRS22 Def. 6). Exact on polygons (vertices keep their α).
@@ -52,8 +52,11 @@ pub fn subsample(f: &PiecewiseLinear, p: f64) -> PiecewiseLinear {
 /// where f_p⁻¹ is found on the parametric form (Φ(−z), p Φ(z − μ) + (1 − p) Φ(z)), z ≥ μ/2.
 ///
 /// # Soundness
-/// Rounded down: f_p is a sum of lower bounds; f_p⁻¹ is bracketed by bisection in z and the end
-/// with the smaller α (the larger z) is returned, so the result never exceeds the exact curve.
+/// Rounded down: f_p is a sum of lower bounds; the middle line is widened by an absolute term
+/// (it cancels); f_p⁻¹ is found by bisection in z on a directed predicate (an upper bound on the
+/// mixture's tail against a lower bound on 1 − α), so the z returned is at or above the exact
+/// root, and Φ(−z) there is taken at the lower end of [`normal::sf_bounds`]: the result never
+/// exceeds the exact curve.
 pub fn subsampled_gdp(mu: f64, p: f64, alpha: f64) -> f64 {
     let a = alpha.clamp(0.0, 1.0);
     let f_p = |x: f64| p * gdp::tradeoff(mu, x) + (1.0 - p) * (1.0 - x);
@@ -63,25 +66,47 @@ pub fn subsampled_gdp(mu: f64, p: f64, alpha: f64) -> f64 {
         return rounding::prob_down(f_p(a), rounding::ARITH4_REL);
     }
     if a <= fx {
-        return rounding::prob_down(x_star + fx - a, rounding::ARITH4_REL);
+        // x* + f_p(x*) − α cancels as α → f_p(x*) (the value falls to x* = Φ(−μ/2), 3e-7 at
+        // μ = 10, while x* + f_p(x*) ≈ 1 − p): a relative widening of the difference does not bound
+        // its operands' rounding. Absolute error: f_p(x*)'s four roundings (4U·fx; G_μ is already a
+        // lower bound), the sum's (U·(x* + fx)) and the difference's (U·|v|, in the relative part).
+        // x̃ = sf(μ/2) is itself rounded, but x + f_p(x) is smallest at x* (slope p(1 + G'(x)),
+        // G'(x*) = −1), so x̃'s error raises the value by only ½p·G''·Δx² ≤ p(20U + 2Uμ²)²·x*,
+        // second order (relative ≤ 1e-28 for μ < 77; beyond, x̃ = 0). So 8U·(x* + fx) absolute,
+        // ≥ 5U·(x* + fx), and 4U relative.
+        let v = rounding::sub_down(x_star + fx - a, rounding::ARITH8_REL * (x_star + fx));
+        return rounding::prob_down(v, rounding::ARITH4_REL);
     }
     // Solve p·sf(z − μ) + (1 − p)·sf(z) = 1 − α for z ≥ μ/2 (decreasing in z).
-    let target = 1.0 - a;
+    let target = rounding::sub_down(1.0, a);
     if target <= 0.0 {
         return 0.0;
     }
-    let h = |z: f64| p * normal::sf(z - mu) + (1.0 - p) * normal::sf(z);
+    // The predicate must only hold where z is at or above the exact root z*: an *upper* bound on
+    // h(z) compared with a *lower* bound on 1 − α. (The nearest-rounded h compared with 1 − α
+    // could accept a z below z*, by |Δh|/|h'(z)|; sf's relative error there, 20U + 8U·z², is
+    // amplified by φ(z)/sf(z)·h/|h'| — about 8 at μ = 6, p = 0.01, z = 3 — and no widening of
+    // Φ(−z) afterwards would bound that.) sf(z − μ) is decreasing, so its argument is rounded down.
+    let q = rounding::sub_up(1.0, p);
+    let h_up = |z: f64| {
+        rounding::add_up(
+            rounding::mul_up(p, normal::sf_bounds(rounding::sub_down(z, mu)).1),
+            rounding::mul_up(q, normal::sf_bounds(z).1),
+        )
+    };
     let mut lo = mu / 2.0;
     let mut hi = lo + 1.0;
-    while h(hi) > target {
+    while h_up(hi) > target {
         lo = hi;
         hi = 2.0 * hi + 1.0;
         if hi > 1e6 {
             return 0.0;
         }
     }
-    let z = gdp::bisect_up(lo, hi, |z| h(z) <= target);
-    rounding::prob_down(normal::sf(z), SF_AT_ROOT_REL)
+    // h_up(z) ≤ target ⇒ h(z) ≤ 1 − α = h(z*) ⇒ z ≥ z* ⇒ Φ(−z) ≤ Φ(−z*), the exact β.
+    let z = gdp::bisect_up(lo, hi, |z| h_up(z) <= target);
+    // Φ(−z) at the double z, widened down by cdf_rel_err(−z) = 20U + 8U·z² (see above).
+    normal::sf_bounds(z).0
 }
 
 #[cfg(test)]

@@ -21,6 +21,31 @@ use super::rounding::{self, U};
 /// privacy-relevant difference.
 pub const VALIDATION_TOL: f64 = 1e-12;
 
+/// The relative widening of one interpolation by [`interp`]: 8U.
+///
+/// [`interp`] forms y_lo + |Δy|·s, s = (distance of α from the lower end)/(x₁ − x₀), where y_lo is the
+/// segment's lower end value: the two differences, the quotient, Δy = y_hi − y_lo, the product and
+/// the sum are six correctly rounded operations on non-negative quantities (y ≥ 0 on a trade-off
+/// curve; x₀ < α ≤ x₁), so the value is within γ₆ = 6U/(1 − 6U) relative (Higham Lemma 3.1), and
+/// 8U covers it with a 2U margin.
+///
+/// The 4U used before counted "a multiply, a divide, two adds", but y₀ + (y₁ − y₀)·(α − x₀)/(x₁ − x₀)
+/// takes six roundings, and on a falling segment its last add is a difference: its absolute error
+/// γ₅·|y₁ − y₀|·s (from the product) is not small against the value as α → x₁ with y₁ ≪ y₀ (on
+/// (0.5, 0.5)–(0.6, 0) at α = 0.6 − 1e-12 the value is 5e-12 and the quotient's and product's
+/// roundings alone can move it by 1e-16, 2e-5 relative).
+pub const INTERP_REL: f64 = rounding::ARITH8_REL;
+
+/// Linear interpolation at x₀ < a ≤ x₁ between (x₀, y₀) and (x₁, y₁) (y ≥ 0), from the lower of the
+/// two ends: every term is non-negative, so the result is within γ₆ relative (see [`INTERP_REL`]).
+fn interp(x0: f64, y0: f64, x1: f64, y1: f64, a: f64) -> f64 {
+    if y1 <= y0 {
+        y1 + (y0 - y1) * ((x1 - a) / (x1 - x0))
+    } else {
+        y0 + (y1 - y0) * ((a - x0) / (x1 - x0))
+    }
+}
+
 /// Why a set of points is not a trade-off function.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TradeOffError {
@@ -139,9 +164,10 @@ impl PiecewiseLinear {
     /// f(α) by linear interpolation between vertices.
     ///
     /// # Soundness
-    /// Rounded down by 4U relative (one interpolation: a multiply, a divide, two adds).
+    /// Rounded down by [`INTERP_REL`] (one interpolation by [`interp`], formed from the segment's
+    /// lower end so that it cannot cancel).
     pub fn eval(&self, alpha: f64) -> f64 {
-        rounding::prob_down(self.eval_raw(alpha), rounding::ARITH4_REL)
+        rounding::prob_down(self.eval_raw(alpha), INTERP_REL)
     }
 
     /// f at ascending α's in one pass (rounded down like [`PiecewiseLinear::eval`]).
@@ -163,16 +189,16 @@ impl PiecewiseLinear {
                     self.ys[j]
                 } else {
                     let (x0, y0, x1, y1) = (self.xs[j - 1], self.ys[j - 1], self.xs[j], self.ys[j]);
-                    y0 + (y1 - y0) * ((a - x0) / (x1 - x0))
+                    interp(x0, y0, x1, y1, a)
                 };
-                rounding::prob_down(v, rounding::ARITH4_REL)
+                rounding::prob_down(v, INTERP_REL)
             })
             .collect()
     }
 
-    /// f(α) rounded *up* by 4U: for curves that are upper bounds.
+    /// f(α) rounded *up* by [`INTERP_REL`]: for curves that are upper bounds.
     pub fn eval_upper(&self, alpha: f64) -> f64 {
-        rounding::prob_up(self.eval_raw(alpha), rounding::ARITH4_REL)
+        rounding::prob_up(self.eval_raw(alpha), INTERP_REL)
     }
 
     fn eval_raw(&self, alpha: f64) -> f64 {
@@ -188,7 +214,7 @@ impl PiecewiseLinear {
         if a == x1 {
             return y1;
         }
-        y0 + (y1 - y0) * ((a - x0) / (x1 - x0))
+        interp(x0, y0, x1, y1, a)
     }
 
     /// The inverse f⁻¹(β) = inf{t ∈ [0, 1] : f(t) ≤ β} (DRS22 eq. (3)); T(P,Q)⁻¹ = T(Q,P).

@@ -15,15 +15,22 @@ use super::rounding::{self, U};
 /// sums and products of logs carry a few roundings each; 8U is an allowance over them, not a count.
 const LOG_TERM_ABS_REL: f64 = 8.0 * U;
 
+/// The widening of [`eta_max`]: 12U = [`rounding::LIBM_REL`] for tanh plus
+/// [`rounding::ARITH4_REL`] for three roundings.
+///
+/// v = fl(δ + fl(fl(1 − δ)·tanh(ε/2))) (ε/2 exact: a power-of-two scaling). Both terms are
+/// non-negative, so the sum's condition is 1 and (Higham Lemma 3.1, γ₃ for 1 − δ, the product and
+/// the sum) |v − η_max| ≤ (ε_tanh + γ₃)·η_max to first order, ε_tanh tanh's relative error:
+/// 2.0U measured, ≤ 2 ulp = 4U as glibc documents it ([`rounding::LIBM_REL`]). So 5U with the
+/// measured tanh, 7U with the documented one: the 4U ([`rounding::LIBM_SHORT_REL`]) used before
+/// was too small against either (the one-ulp step of `up` added ≥ U only). 12U covers the
+/// documented bound with a 5U margin (γ₃ − 3U < 10U² is far inside it).
+pub const ETA_MAX_REL: f64 = rounding::LIBM_REL + rounding::ARITH4_REL;
+
 /// The largest meaningful η for an (ε, δ)-DP mechanism: η_max = δ + (1 − δ)(e^ε − 1)/(e^ε + 1)
-/// (Ghazi & Issa Remark 1). Every (ε, δ)-DP mechanism is η_max-TV.
+/// (Ghazi & Issa Remark 1). Every (ε, δ)-DP mechanism is η_max-TV. Rounded up by [`ETA_MAX_REL`].
 pub fn eta_max(eps: f64, delta: f64) -> f64 {
-    // tanh (≤ 2.0U measured) and three roundings: 5U to first order along the (1 − δ)·tanh term,
-    // more than the 4U allowance (plus `up`'s ulp step); as found, noted for review.
-    rounding::prob_up(
-        delta + (1.0 - delta) * (eps / 2.0).tanh(),
-        rounding::LIBM_SHORT_REL,
-    )
+    rounding::prob_up(delta + (1.0 - delta) * (eps / 2.0).tanh(), ETA_MAX_REL)
 }
 
 /// Total variation of the Laplace mechanism with ε = sensitivity/scale: 1 − e^{−ε/2}
@@ -55,6 +62,12 @@ pub fn discrete_laplace(a: f64, sensitivity: u64) -> f64 {
     for x in -(d / 2)..=((d + 1) / 2 - 1) {
         s.add(c * (-a * (x.abs() as f64)).exp());
     }
+    // Adequate as it stands. Each term c·e^{−a|x|}: tanh (2.0U measured, 4U documented), exp
+    // (1.1U, ≤ 2U), the product (U), and exp's argument a·|x| rounded (U·a|x| absolute, which exp
+    // makes relative). The x = 0 term has no argument error and is the largest, so the arguments
+    // add at most U·Σ_{x≠0} a|x|e^{−a|x|} ≤ U·(Δ − 1)/e relative to the sum; the Neumaier sum of Δ
+    // positive terms adds ≲ U(1 + Δ²U). First order: ≤ 8U + 0.37U·Δ (documented libm), under the
+    // (8 + Δ)U used.
     rounding::prob_up(s.value(), (8.0 + d as f64) * U)
 }
 
@@ -181,6 +194,12 @@ impl TvComposition {
         // 1 − (1−δ)^k (1 − pure), formed without cancellation.
         // = −expm1(k·ln(1−δ) + ln(1 − pure)): 1 − keep + keep·pure cancels when δ and pure are tiny.
         let v = -((-self.delta).ln_1p() * k as f64 + (-pure).ln_1p()).exp_m1();
+        // Adequate as it stands (v increases with `pure`, an upper bound). S = k·A + B with
+        // A = ln1p(−δ), B = ln1p(−pure), both ≤ 0: absolute error ≤ (ε_ln + U)·k|A| + ε_ln·|B| +
+        // U·|S| ≤ (ε_ln + 2U)·|S| (no cancellation: same signs), ε_ln = ln1p's relative error
+        // (1.1U measured, 2U documented). −expm1(S) turns an absolute error ΔS into a relative one
+        // ΔS·e^S/(1 − e^S) ≤ ΔS/|S|, and adds its own (≤ 2U): ≤ 6U to first order, under the
+        // (k + 8)U ≥ 9U used.
         rounding::prob_up(v, (k as f64 + 8.0) * U)
     }
 

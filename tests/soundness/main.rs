@@ -35,3 +35,4 @@ mod pairs;
 mod probe;
 mod random;
 mod renyi;
+mod widenings;

@@ -536,10 +536,21 @@ impl<'a> LoweredChords<'a> {
         let (u, l) = (self.readings.u, self.readings.l);
         let left = rounding::sub_up(u[f - 1], l[f]).max(0.0);
         let right = rounding::sub_down(l[f + 1], u[f + 2]).max(0.0);
-        // Two products and a difference (¼ is exact): three roundings, 8U allowed — relative to a
-        // difference that may cancel, so an allowance (the result is also capped below).
+        // ¼·(e^{hf}·left − e^{−hf}·right) may cancel, and a relative widening of a cancelled
+        // difference does not bound the absolute errors U·(e^{hf}·left + e^{−hf}·right) of its
+        // products (the cap below is no help: it is a bound only if t is one). So each operation
+        // is rounded in the direction that raises t — the first product up, the second down (both
+        // operands ≥ 0), the difference up, ×¼ up (exact but for underflow) — which makes t an
+        // upper bound by itself; the 8U relative widening of before is kept on top (it can only
+        // raise t, so no figure falls).
         let t = rounding::up(
-            0.25 * (self.e_hf * left - self.e_mhf * right),
+            rounding::mul_up(
+                0.25,
+                rounding::sub_up(
+                    rounding::mul_up(self.e_hf, left),
+                    rounding::mul_down(self.e_mhf, right),
+                ),
+            ),
             rounding::ARITH8_REL,
         );
         t.min(rounding::sub_up(u[f], l[f + 1])).max(0.0)
@@ -551,18 +562,29 @@ impl<'a> LoweredChords<'a> {
             h, i_lo, r, u, l, ..
         } = self.readings;
         if t == 0 {
-            // expm1 of a rounded product and a sum (relative); 4U absolute on values ≤ 1:
-            // allowances.
-            return rounding::up(u[r] + (i_lo as f64 * h).exp_m1(), rounding::LIBM_CHAIN_REL)
-                .max(0.0)
-                + rounding::ARITH4_REL;
+            // u[r] − (1 − e^{i_lo·h}) cancels, so its error is bounded absolutely. The exponent is
+            // rounded up (the value increases with it; i_lo as f64 is exact), leaving expm1's own
+            // error, ≤ 1 ulp ≤ 2U·|expm1| ≤ 2U (the chord's values are ≤ 1, so i_lo·h ≤ 0), which
+            // the 4U absolute term covers (added rounding up); the sum's rounding, ≤ U of the
+            // result, is inside the 8U relative. Before, the exponent was rounded to nearest: its
+            // error U·|x|·e^x ≤ U/e absolute was inside the 4U as well (2.4U in all), so this only
+            // removes a term; the absolute 4U was already adequate.
+            let x = rounding::mul_up(i_lo as f64, h);
+            let v = rounding::up(u[r] + x.exp_m1(), rounding::LIBM_CHAIN_REL).max(0.0);
+            return rounding::add_up(v, rounding::ARITH4_REL);
         }
         let (f0, f1) = (t * r, (t + 1) * r);
         let mut measured = 0.0_f64;
         for (j, &wj) in self.w.iter().enumerate().skip(1) {
             let chord = (1.0 - wj) * u[f0] + wj * u[f1];
-            // 1 − w, two products, the sum and the difference, of magnitude ≤ u[f0] + u[f1].
-            let rise = chord - l[f0 + j] + rounding::ARITH4_REL * (u[f0] + u[f1]);
+            // Absolute error of chord − l, with m = max(u[f0], u[f1]): 1 − w and its product (γ₂
+            // of (1 − w)·u[f0]), the other product and the sum (≤ U·m each): 3U·m; the position
+            // w = expm1(j·hf)/expm1(h) itself is off by ≤ 5U·w (two expm1 within an ulp each and
+            // the quotient; j·hf is exact for r ≤ 2), which moves the chord by 5U·w·|u[f1] − u[f0]|
+            // ≤ 2.5U·m (w ≤ ½); the difference U·|chord − l| ≤ U·m: 6.5U·m in all. The 4U·(u[f0] +
+            // u[f1]) of before is only 4U·m when u[f1] ≪ u[f0] (4.6U·m even with the measured
+            // 1.1U expm1): too small. 8U·(u[f0] + u[f1]) ≥ 8U·m.
+            let rise = chord - l[f0 + j] + rounding::ARITH8_REL * (u[f0] + u[f1]);
             measured = measured.max(rise);
         }
         let worst = (f0..f1).map(|f| self.tri(f)).fold(0.0_f64, f64::max);

@@ -36,8 +36,14 @@ pub const TAIL_TRUNCATION: f64 = 1e-15;
 /// (`tests/integration/pld.rs`).
 const FFT_ROUND_OFF_CAL: f64 = 64.0 * U;
 
-/// The relative error of the mass total T per factor of Tⁿ in [`LowFrequency`] (T a Neumaier sum,
-/// ≲ 2U): 8U per factor, twice the n·4U the soundness notes state; an allowance as found.
+/// The relative error of the mass total T per factor of Tⁿ in [`LowFrequency`]: 8U per factor.
+///
+/// Adequate. T is a Neumaier sum (two-sum with the branch, i.e. Ogita–Rump–Oishi Sum2) of m ≤ 2²²
+/// non-negative masses: |T̂ − T| ≤ U·T + γ²_{m−1}·T ≤ (1 + 2⁻⁹)U·T (Ogita, Rump & Oishi 2005,
+/// Prop. 4.5). Then T̂ⁿ = Tⁿ(1 + θ)ⁿ with |θ| ≤ 1.002U, and |(1 + θ)ⁿ − 1| ≤ e^{1.002nU} − 1 ≤
+/// expm1(n·8U). ln T̂'s, n·ln T̂'s and exp's roundings are counted apart (`total_rel_err`'s second
+/// term, 8U per unit of |n·ln T|). The long sum is the masses', bounded by Sum2's estimate with no
+/// factor m, so the 8U stays (8× the first-order U; the notes' n·4U is twice that again).
 const TOTAL_POWER_REL: f64 = 8.0 * U;
 
 /// The absolute error of u = Σ aⱼ(e^{−iω(j−j₀)} − 1) per unit of Σ aⱼ(|E₁| + |E₀| + |E₁E₀|) in
@@ -315,6 +321,7 @@ impl Pmf {
         };
         debug_assert!(l as f64 >= a_hi - a_lo + 1.0 && l >= len);
         let mut spec = forward(&self.mass, l);
+        let spec_len = spec.len();
         let (l2, l1) = norms(&self.mass);
         // The low-frequency coefficients, where |z|ⁿ matters, are raised to the n-th power from an
         // accurate logarithm (`LowFrequency`); the others in double precision from the transform.
@@ -400,12 +407,17 @@ impl Pmf {
         // 1/(L·sin(πk/L)) ≤ 1/(2k), and k pairs with L − k: |E₀| + Σ_{k≥1} |E_k|/k.
         let parseval = 2.0 * (2.0 * amplified_sq).sqrt();
         let abel = amplified_abel;
-        out.abs_err += fft_round_off(l, l2 * l1) * (1.0 + nf / (l as f64).sqrt())
-            // (this bound's own rounding: an allowance)
-            + rounding::up(parseval.min(abel), rounding::ARITH8_REL);
+        let power_err = rounding::up(parseval.min(abel), spectrum_sums_rel(spec_len));
+        out.abs_err = rounding::add_up(
+            out.abs_err,
+            rounding::add_up(
+                fft_round_off(l, l2 * l1) * (1.0 + nf / (l as f64).sqrt()),
+                power_err,
+            ),
+        );
         out.bin_err = out
             .bin_err
-            .map(|b| b + power_mass_error(l, nf, amplified, sn));
+            .map(|b| rounding::add_up(b, power_mass_error(l, nf, amplified, sn)));
         // The total mass's n-th power, common to every low-frequency coefficient: its relative
         // error scales every mass alike.
         if let Some(lf) = &low {
@@ -548,7 +560,30 @@ pub(crate) fn fft_round_off(n: usize, norm: f64) -> f64 {
 fn power_mass_error(l: usize, n: f64, amplified: f64, sn: f64) -> f64 {
     let log_l = (l as f64).log2().max(1.0);
     let k = (4.0 * n.log2().max(1.0) + 8.0 * log_l) * U;
-    rounding::up(4.0 / l as f64 * (amplified + k * sn), rounding::ARITH8_REL) // four roundings here
+    // Four roundings here (ARITH8_REL), and `amplified` and `sn` are sums over the half spectrum
+    // (see `spectrum_sums_rel`): before, only the four were counted.
+    rounding::up(
+        4.0 / l as f64 * (amplified + k * sn),
+        rounding::ARITH8_REL + spectrum_sums_rel(l / 2 + 1),
+    )
+}
+
+/// The relative widening of a bound built from sums over the half spectrum (m = L/2 + 1 terms)
+/// in [`Pmf::self_compose`]: (m + 16)·U.
+///
+/// `amplified`, `amplified_sq`, `amplified_abel` and `sn` are plain running sums of m non-negative
+/// terms: within γ_{m−1} relative (Higham Lemma 3.1 / §4.2), and the terms of `amplified_sq` and
+/// `amplified_abel` carry one more rounding each (a square, a quotient by k): γ_m. Parseval's
+/// bound then takes a square root (half the relative error, plus U) and exact doublings; Abel's
+/// is the sum itself. So each is within γ_m + U. γ_m − mU = m²U²/(1 − mU) < U for m ≤ 2²⁵, so
+/// (m + 16)U leaves ≥ 14U for the few roundings after the sums.
+///
+/// The 8U ([`rounding::ARITH8_REL`]) used before on the Parseval/Abel minimum covered those few
+/// roundings only: with L = 2²⁰ the sums alone may be off by 5·10⁵·U (6e-11 relative). Each term
+/// is itself an error bound formed with a few libm calls (exp of n·ln r: its relative error grows
+/// with |n·ln r| ≤ 745); those are not counted here and remain an allowance.
+fn spectrum_sums_rel(m: usize) -> f64 {
+    (m as f64 + 16.0) * U
 }
 
 /// Up to this many copies are composed by repeated squaring (≤ 12 convolutions), more by one power.
