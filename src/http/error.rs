@@ -67,24 +67,9 @@ pub struct BudgetExceededBody {
     #[schema(example = "budget_exceeded")]
     pub error: String,
     pub message: String,
-    /// μ of the filter with the unit, √(Σμᵢ² + μ_unit²).
-    pub mu_after: Option<f64>,
-    /// δ of the filter with the unit.
-    pub delta_after: f64,
-    pub mu_budget: f64,
-    pub delta_budget: f64,
-    pub mu_spent: f64,
-    pub delta_spent: f64,
-    pub remaining_mu: f64,
-    pub remaining_delta: f64,
-    /// The unit's certificate (μᵢ, δᵢ) the gate tried.
-    pub unit: crate::ledger::CertificateView,
-    /// The quota that refused the unit (a principal, or `*` for the unallocated share); absent
-    /// when the dataset's budget refused it.
-    pub quota: Option<String>,
-    /// On a charge of several ledgers (`POST /v1/charges`): the ledger that refused the unit (a
-    /// dataset, or a block `dataset@block`); nothing was written to any of them.
-    pub dataset_id: Option<String>,
+    /// The figures: what the unit would have made of the filter's sums, the budget, and why.
+    #[serde(flatten)]
+    pub rejection: crate::ledger::Rejection,
     #[schema(value_type = Object)]
     pub details: Value,
     /// The request's id.
@@ -219,24 +204,9 @@ impl From<LedgerError> for ApiError {
                 let mut err =
                     ApiError::new(StatusCode::CONFLICT, "budget_exceeded", r.reason.clone())
                         .with_details(details.clone());
+                // Every field of the rejection ([`BudgetExceededBody`]), beside the error's.
                 if let Value::Object(m) = details {
-                    for k in [
-                        "mu_after",
-                        "delta_after",
-                        "mu_budget",
-                        "delta_budget",
-                        "mu_spent",
-                        "delta_spent",
-                        "remaining_mu",
-                        "remaining_delta",
-                        "unit",
-                        "quota",
-                        "dataset_id",
-                    ] {
-                        if let Some(v) = m.get(k) {
-                            err.extra.insert(k.to_owned(), v.clone());
-                        }
-                    }
+                    err.extra.extend(m);
                 }
                 err
             }

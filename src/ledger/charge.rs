@@ -18,6 +18,16 @@ use crate::store::{DatasetRow, DatasetUpdate, EntryRow, StoreError};
 use serde_json::Value;
 use std::time::Instant;
 
+/// A unit the gate admitted on a row: what to append at `seq`, and what to answer once it lands.
+pub(super) struct UnitPlan {
+    pub(super) seq: i64,
+    pub(super) entry: EntryRow,
+    pub(super) update: DatasetUpdate,
+    pub(super) outcome: ChargeOutcome,
+    /// `Some(closed_form)` when the unit joins the exact composition now (it is not reserved).
+    pub(super) composed: Option<bool>,
+}
+
 /// The end of one attempt to admit a unit.
 pub(super) enum Attempt {
     Done(ChargeOutcome),
@@ -229,22 +239,22 @@ impl Ledgers {
         result
     }
 
-    /// One attempt to gate and append a unit on `row` with `quotas` (the dataset's lock held);
-    /// [`Attempt::Retry`] when another writer appended first or took the idempotency key, or
-    /// when inputs taken `from_cache` reject the unit (the caller re-reads and tries again).
-    pub(super) async fn admit_once(
+    /// The gate's plan for `unit` on `row` with `quotas` (the dataset's lock held): what to append
+    /// and what to answer once it lands. A refusal is audited and is
+    /// [`LedgerError::BudgetExceeded`]; `Ok(None)` when inputs taken `from_cache` refuse it (they
+    /// may be stale: the caller decides again on the store's row).
+    pub(super) async fn plan_unit(
         &self,
         actor: &Actor,
         id: &str,
         unit: &UnitRequest,
-        row: DatasetRow,
+        row: &DatasetRow,
         quotas: &[crate::store::QuotaRow],
-        mode: Mode,
-    ) -> Result<Attempt, LedgerError> {
-        let Mode { from_cache, queue } = mode;
+        from_cache: bool,
+    ) -> Result<Option<UnitPlan>, LedgerError> {
         {
-            let (gate, quota_row) = Self::gate_for(&row, quotas, &actor.principal.name)?;
-            let engine = engine_of(&row)?;
+            let (gate, quota_row) = Self::gate_for(row, quotas, &actor.principal.name)?;
+            let engine = engine_of(row)?;
             let (event, own) = (unit.event.clone(), unit.delta);
             let rule = unit_delta(&gate.budget, own);
             let unknown = self
@@ -264,7 +274,7 @@ impl Ledgers {
                 Verdict::Admitted(after, share_after) => (after, share_after),
                 // Kept inputs may be stale (a replica spent, or raised the budget): a refusal
                 // is decided on the store's row only.
-                Verdict::Rejected(..) if from_cache => return Ok(Attempt::Retry),
+                Verdict::Rejected(..) if from_cache => return Ok(None),
                 Verdict::Rejected(by, why) => {
                     let r = rejection(&gate, g.unit, by, why);
                     let audit = audit::draft(actor, "unit.rejected", Some(id), target.as_deref())
@@ -280,12 +290,12 @@ impl Ledgers {
                     return Err(LedgerError::BudgetExceeded(Box::new(r)));
                 }
             };
-            let relation = relation_of(&row)?;
+            let relation = relation_of(row)?;
             // The filter's report is closed-form (μ-GDP of the statement and of what was spent),
             // and the same for every charge within the budget: kept. It states the budget's
             // high-water mark, not the (possibly lowered) budget.
             let reports = self.reports.clone();
-            let stated = stated_budget(&row)?;
+            let stated = stated_budget(row)?;
             let report = blocking(&self.admission, admission::Cost::Light, move || {
                 Ok(reports.get(&after, &stated, relation, &DEFAULT_REPORT_OPTIONS))
             })
@@ -366,36 +376,67 @@ impl Ledgers {
                     _ => Vec::new(),
                 },
                 audit: Some(audit),
-                ..unchanged(&row, &after, ts.clone())
+                ..unchanged(row, &after, ts.clone())
             };
             // A reserved unit joins the exact composition only when committed.
             let composed = (!unit.reserve).then(|| analytic(&unit.event, engine.0));
-            if queue {
-                let queued = self.store.append_queued(id, row.version, &entry, &update);
-                if let Some(pending) = queued {
-                    self.keep(id, row.version, &update, &Ok(row.version + 1));
-                    if let Some(a) = composed {
-                        self.composed_later(id, row.version + 1, a);
-                    }
-                    let outcome = ChargeOutcome {
-                        created: true,
-                        body,
-                    };
-                    return Ok(Attempt::Queued(pending, outcome));
-                }
-            }
-            let appended = self.append(id, row.version, &entry, &update).await?;
-            if let (true, Some(a)) = (appended, composed) {
-                self.composed_later(id, row.version + 1, a);
-            }
-            Ok(if appended {
-                Attempt::Done(ChargeOutcome {
+            Ok(Some(UnitPlan {
+                seq: row.version + 1,
+                entry,
+                update,
+                outcome: ChargeOutcome {
                     created: true,
                     body,
-                })
+                },
+                composed,
+            }))
+        }
+    }
+
+    /// One attempt to gate and append a unit on `row` with `quotas` (the dataset's lock held);
+    /// [`Attempt::Retry`] when another writer appended first or took the idempotency key, or
+    /// when inputs taken `from_cache` reject the unit (the caller re-reads and tries again).
+    pub(super) async fn admit_once(
+        &self,
+        actor: &Actor,
+        id: &str,
+        unit: &UnitRequest,
+        row: DatasetRow,
+        quotas: &[crate::store::QuotaRow],
+        mode: Mode,
+    ) -> Result<Attempt, LedgerError> {
+        let Mode { from_cache, queue } = mode;
+        let Some(p) = self
+            .plan_unit(actor, id, unit, &row, quotas, from_cache)
+            .await?
+        else {
+            return Ok(Attempt::Retry);
+        };
+        if queue {
+            let queued = self
+                .store
+                .append_queued(id, row.version, &p.entry, &p.update);
+            if let Some(pending) = queued {
+                self.keep(id, row.version, &p.update, &Ok(p.seq));
+                self.unit_landed(id, p.seq, p.composed);
+                return Ok(Attempt::Queued(pending, p.outcome));
+            }
+        }
+        Ok(
+            if self.append(id, row.version, &p.entry, &p.update).await? {
+                self.unit_landed(id, p.seq, p.composed);
+                Attempt::Done(p.outcome)
             } else {
                 Attempt::Retry
-            })
+            },
+        )
+    }
+
+    /// After a unit's append at `seq`: a unit that joins the exact composition (`composed`: it
+    /// is not reserved; whether it is closed-form) gets it caught up off the write path.
+    pub(super) fn unit_landed(&self, id: &str, seq: i64, composed: Option<bool>) {
+        if let Some(analytic) = composed {
+            self.composed_later(id, seq, analytic);
         }
     }
 

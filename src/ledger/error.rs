@@ -99,8 +99,9 @@ impl From<StoreError> for LedgerError {
     }
 }
 
-/// Why a charge was rejected.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Why a charge was rejected: the figures of the 409 `budget_exceeded` body (declared once here,
+/// used by the body and by the spec).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Rejection {
     /// μ of the filter with the unit, √(Σμᵢ² + μ_unit²).
     pub mu_after: Option<f64>,
@@ -113,13 +114,15 @@ pub struct Rejection {
     pub remaining_mu: f64,
     pub remaining_delta: f64,
     /// The unit's certificate (μᵢ, δᵢ) the gate tried.
+    #[schema(value_type = super::views::CertificateView)]
     pub unit: Certificate,
     /// The quota that refused the unit (a principal, or `*` for the unallocated share); absent
     /// when the dataset's budget refused it.
     pub quota: Option<String>,
-    /// On a charge of several ledgers: the ledger (a dataset, or a block `dataset@block`) that
-    /// refused the unit.
+    /// On a charge of several ledgers (`POST /v1/charges`): the ledger that refused the unit (a
+    /// dataset, or a block `dataset@block`); nothing was written to any of them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dataset_id: Option<String>,
+    /// Why, in words (also the body's `message`).
     pub reason: String,
 }

@@ -29,7 +29,7 @@ use super::principal::{Action, Actor};
 use super::rows::{budget_of, engine_of, filter_of, grid_step_of, relation_of, unchanged};
 use super::verdict::{gate_cost, rejection, unit_delta};
 use super::views::{view, CertificateView, ChargeOutcome};
-use super::write::SHARED_BODY;
+use super::write::{BlockPlan, Plan, PlanFuture, Written, SHARED_BODY};
 use super::{admission, audit, quotas, Ledgers};
 use crate::accountant::certificate::Certificate;
 use crate::accountant::composition::Composition;
@@ -782,43 +782,48 @@ impl Ledgers {
         }
         // Its budget and quotas are the dataset's at the version they were read at: a quota set
         // meanwhile makes the store refuse the block, and it is made again from the new ones.
-        let mut created = None;
-        for attempt in 0..super::write::MAX_ATTEMPTS as u32 {
-            super::write::back_off(attempt).await;
-            let parent = self.row(id).await?;
-            let mut row = block_template(&parent, &name)?;
-            if let Some(d) = &description {
-                row.description = d.clone();
+        let (name_ref, description) = (&name, &description);
+        let plan = move |parent: DatasetRow| -> PlanFuture<'_, ()> {
+            Box::pin(async move {
+                let mut row = block_template(&parent, name_ref)?;
+                if let Some(d) = description {
+                    row.description = d.clone();
+                }
+                // Its declaration is on the dataset's chain; its own chain starts with its state
+                // and quota rows at version 0.
+                row.states_from = Some(0);
+                let quotas = quotas::for_new_block(
+                    &self.store.list_quotas(id).await?,
+                    &row.id,
+                    &row.created_at,
+                );
+                let state = Composition::new(relation_of(&row)?, grid_step_of(&row)?).to_bytes();
+                let audit = audit::draft(actor, "block.declared", Some(id), Some(&row.id))
+                    .after(&serde_json::json!({"block": name_ref, "description": row.description}))
+                    .done();
+                let record = audit::draft(actor, "block.created", Some(&row.id), Some(&row.id))
+                    .after(&serde_json::json!({"dataset": id, "block": name_ref}))
+                    .done();
+                Ok(Plan::CreateBlock {
+                    block: Box::new(BlockPlan {
+                        row,
+                        state,
+                        quotas,
+                        audit,
+                        record,
+                    }),
+                    answer: (),
+                })
+            })
+        };
+        let created = match self.write(id, None, "", plan).await? {
+            Written::Planned((), created) => created,
+            Written::Replayed(_) => {
+                return Err(LedgerError::Internal(
+                    "a declaration without a key was replayed".into(),
+                ))
             }
-            // Its declaration is on the dataset's chain; its own chain starts with its state
-            // and quota rows at version 0.
-            row.states_from = Some(0);
-            let quotas =
-                quotas::for_new_block(&self.store.list_quotas(id).await?, &row.id, &row.created_at);
-            let state = Composition::new(relation_of(&row)?, grid_step_of(&row)?).to_bytes();
-            let audit = audit::draft(actor, "block.declared", Some(id), Some(&row.id))
-                .after(&serde_json::json!({"block": name, "description": row.description}))
-                .done();
-            let record = audit::draft(actor, "block.created", Some(&row.id), Some(&row.id))
-                .after(&serde_json::json!({"dataset": id, "block": name}))
-                .done();
-            let block = crate::store::NewBlock {
-                row: &row,
-                state: &state,
-                parent: (id, parent.version),
-                quotas: &quotas,
-                audit: Some(&audit),
-                record: Some(&record),
-            };
-            match self.store.create_block(&block).await {
-                Ok(()) => created = Some(true),
-                Err(StoreError::AlreadyExists) => created = Some(false),
-                Err(StoreError::VersionConflict) => continue,
-                Err(e) => return Err(e.into()),
-            }
-            break;
-        }
-        let created = created.ok_or(LedgerError::Busy)?;
+        };
         let view = self
             .list_blocks(actor, id, Some(BlockSelector::Names(vec![name])), None, 1)
             .await?

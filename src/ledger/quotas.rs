@@ -27,10 +27,10 @@ use super::input::QuotaRequest;
 use super::names::principal_name;
 use super::principal::{Action, Actor};
 use super::rows::{budget_of, filter_of, now, unchanged};
-use super::write::MAX_ATTEMPTS;
+use super::write::{Plan, PlanFuture, Written};
 use super::{audit, Ledgers};
 use crate::accountant::rounding;
-use crate::store::{DatasetRow, DatasetUpdate, EntryRow, LedgerAppend, QuotaRow, StoreError};
+use crate::store::{DatasetRow, DatasetUpdate, EntryRow, LedgerAppend, QuotaRow};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -271,7 +271,6 @@ impl Ledgers {
             .map_err(|r| LedgerError::Invalid("body".into(), r))?;
         self.row(id).await?;
         let partitioned = self.partitioning_of(id).await?.is_some();
-        let _guard = self.lock(id).await?;
         // Scoped to the quota's holder (the path), not only to the dataset.
         let key = super::keys::IdemKey::of(
             &actor.principal,
@@ -279,67 +278,68 @@ impl Ledgers {
             principal,
             req.idempotency_key.as_ref(),
         );
-        for attempt in 0..MAX_ATTEMPTS as u32 {
-            super::write::back_off(attempt).await;
-            if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
-                return serde_json::from_value(body).map_err(internal);
-            }
-            let row = self.row(id).await?;
-            let ts = now();
-            let quotas = self.store.list_quotas(id).await?;
-            let (view, mut entry, update) = plan(actor, &row, &quotas, principal, &share, &ts)?;
-            entry.idempotency_key = key.as_ref().map(|k| k.stored().to_owned());
-            entry.request_hash = Some(req.request_hash.clone());
-            entry.response = Some(serde_json::to_string(&view).map_err(internal)?);
-            if !partitioned {
-                if self.append(id, row.version, &entry, &update).await? {
-                    return Ok(view);
+        let (key, share, req) = (&key, &share, &req);
+        let plan = move |row: DatasetRow| -> PlanFuture<'_, QuotaView> {
+            Box::pin(async move {
+                let ts = now();
+                let quotas = self.store.list_quotas(id).await?;
+                let (view, mut entry, update) = plan(actor, &row, &quotas, principal, share, &ts)?;
+                entry.idempotency_key = key.as_ref().map(|k| k.stored().to_owned());
+                entry.request_hash = Some(req.request_hash.clone());
+                entry.response = Some(serde_json::to_string(&view).map_err(internal)?);
+                if !partitioned {
+                    return Ok(Plan::Append {
+                        entry: Box::new(entry),
+                        update: Box::new(update),
+                        answer: view,
+                    });
                 }
-                continue;
-            }
-            let blocks = self.every_block(id).await?;
-            let mut items = Vec::with_capacity(blocks.len() + 1);
-            items.push(LedgerAppend {
-                id: id.to_owned(),
-                expected_version: row.version,
-                create: None,
-                entry,
-                update,
-                hold: None,
-                // Blocks created meanwhile copied the quotas before this change: start over.
-                blocks: Some(blocks.len() as i64),
-            });
-            for b in &blocks {
-                self.check_state(b).await?;
-                let bq = self.store.list_quotas(&b.id).await?;
-                let (_, entry, update) =
-                    plan(actor, b, &bq, principal, &share, &ts).map_err(|e| match e {
-                        LedgerError::QuotaConflict(r) => {
-                            LedgerError::QuotaConflict(format!("in block {:?}: {r}", b.id))
-                        }
-                        e => e,
-                    })?;
+                // Every block takes the quota in the same transaction.
+                let blocks = self.every_block(id).await?;
+                let mut items = Vec::with_capacity(blocks.len() + 1);
                 items.push(LedgerAppend {
-                    id: b.id.clone(),
-                    expected_version: b.version,
+                    id: id.to_owned(),
+                    expected_version: row.version,
                     create: None,
                     entry,
                     update,
                     hold: None,
-                    blocks: None,
+                    // Blocks created meanwhile copied the quotas before this change: start over.
+                    blocks: Some(blocks.len() as i64),
                 });
-            }
-            let result = self.store.append_many(&items, None).await;
-            for it in &items {
-                self.forget(&it.id);
-            }
-            match result {
-                Ok(()) => return Ok(view),
-                Err(StoreError::VersionConflict | StoreError::DuplicateKey) => continue,
-                Err(e) => return Err(e.into()),
-            }
+                for b in &blocks {
+                    self.check_state(b).await?;
+                    let bq = self.store.list_quotas(&b.id).await?;
+                    let (_, entry, update) =
+                        plan(actor, b, &bq, principal, share, &ts).map_err(|e| match e {
+                            LedgerError::QuotaConflict(r) => {
+                                LedgerError::QuotaConflict(format!("in block {:?}: {r}", b.id))
+                            }
+                            e => e,
+                        })?;
+                    items.push(LedgerAppend {
+                        id: b.id.clone(),
+                        expected_version: b.version,
+                        create: None,
+                        entry,
+                        update,
+                        hold: None,
+                        blocks: None,
+                    });
+                }
+                Ok(Plan::AppendMany {
+                    items,
+                    answer: view,
+                })
+            })
+        };
+        match self
+            .write(id, key.as_ref(), &req.request_hash, plan)
+            .await?
+        {
+            Written::Planned(view, _) => Ok(view),
+            Written::Replayed(body) => serde_json::from_value(body).map_err(internal),
         }
-        Err(LedgerError::Busy)
     }
 
     /// Every block of partitioned dataset `id` (at most [`MAX_QUOTA_BLOCKS`]).

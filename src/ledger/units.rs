@@ -37,7 +37,6 @@ use super::rows::{budget_of, filter_of, now, relation_of, unchanged};
 use super::runs::{chunk_len, repeated, run_view, RunPlan, RunProgress, RunSpec, RunView};
 use super::verdict::unit_delta;
 use super::views::ChargeOutcome;
-use super::write::MAX_ATTEMPTS;
 use super::write::{Plan, PlanFuture, Written};
 use super::{audit, Ledgers};
 use crate::accountant::certificate::Certificate;
@@ -262,24 +261,15 @@ impl Ledgers {
         self.single_ledger(id).await?;
         let started = std::time::Instant::now();
         self.row(id).await?;
-        let _guard = self.lock(id).await?;
         let key = IdemKey::of(
             &actor.principal,
             Operation::Chunk,
             run_id,
             req.idempotency_key.as_ref(),
         );
-        let result = async {
-            for attempt in 0..MAX_ATTEMPTS as u32 {
-                super::write::back_off(attempt).await;
-                if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
-                    return Ok(ChargeOutcome {
-                        created: false,
-                        body,
-                    });
-                }
-                let row = self.row(id).await?;
-                self.check_state(&row).await?;
+        let (key, req) = (&key, &req);
+        let plan = move |row: DatasetRow| -> PlanFuture<'_, (i64, ChargeOutcome, Option<bool>)> {
+            Box::pin(async move {
                 let progress = self.run_progress(id, run_id).await?;
                 let on_behalf = self
                     .act_on(
@@ -316,31 +306,35 @@ impl Ledgers {
                     request_hash: req.request_hash.clone(),
                     reserve: req.reserve,
                     run: Some((run_id.to_owned(), chunk as i64)),
-                    on_behalf: on_behalf.clone(),
+                    on_behalf,
                 };
                 // The version CAS of the append also guards the chunk choice: a chunk admitted
-                // meanwhile (by another replica) moved the version, and this attempt starts over.
+                // meanwhile (by another replica) moved the version, and the write starts over.
                 let quotas = self.store.list_quotas(id).await?;
-                if let super::charge::Attempt::Done(o) = self
-                    .admit_once(
-                        actor,
-                        id,
-                        &unit,
-                        row,
-                        &quotas,
-                        super::charge::Mode {
-                            from_cache: false,
-                            queue: false,
-                        },
-                    )
+                let p = self
+                    .plan_unit(actor, id, &unit, &row, &quotas, false)
                     .await?
-                {
-                    return Ok(o);
-                }
+                    .ok_or_else(|| {
+                        internal("a unit refused on the store's row was not rejected")
+                    })?;
+                Ok(Plan::Append {
+                    entry: Box::new(p.entry),
+                    update: Box::new(p.update),
+                    answer: (p.seq, p.outcome, p.composed),
+                })
+            })
+        };
+        let result = match self.write(id, key.as_ref(), &req.request_hash, plan).await {
+            Ok(Written::Planned((seq, outcome, composed), _)) => {
+                self.unit_landed(id, seq, composed);
+                Ok(outcome)
             }
-            Err(LedgerError::Busy)
-        }
-        .await;
+            Ok(Written::Replayed(body)) => Ok(ChargeOutcome {
+                created: false,
+                body,
+            }),
+            Err(e) => Err(e),
+        };
         super::charge::record_gate(id, started, &result);
         result
     }

@@ -1,14 +1,19 @@
 //! The one write loop of a state change on one ledger, and what surrounds every write.
 //!
-//! Every such change (a budget, a run's declaration, a start, commit or release) is a *plan*: a
-//! function of the ledger's row as the store has it now that says what to append and what to
-//! answer. [`Ledgers::write`] owns everything around it: the dataset's lock in this process, the
-//! replay of a request whose idempotency key is known, the check that the row is the one its
-//! audit log last stated, the store's compare-and-swap on the row's version (so a plan never lands
-//! on a row it did not see), and the retries with back-off when another writer (a replica) moved
-//! the ledger first. Charges and chunks take the pipelined path of [`Ledgers::admit`] (appends
-//! queued behind the previous one of the dataset), and multi-ledger writes append on several rows
-//! in one transaction; both keep the same order: replay, gate on what was read, compare-and-swap.
+//! Every such change is a *plan*: a function of the ledger's row as the store has it now that
+//! says what to write and what to answer ([`Plan`]: one append, an append on a partitioned dataset
+//! and all its blocks in one transaction, a block's creation, or nothing). Budgets, quotas, runs'
+//! declarations, chunks, starts, commits, releases and blocks' declarations are plans.
+//! [`Ledgers::write`] owns everything around them: the dataset's lock in this process, the replay
+//! of a request whose idempotency key is known, the check that the row is the one its audit log
+//! last stated, the store's compare-and-swap on the row's version (so a plan never lands on a row
+//! it did not see), the kept gate inputs after it, and the retries with back-off when another
+//! writer (a replica) moved the ledger first. A unit's plan ([`Ledgers::plan_unit`]) is shared by
+//! chunks (through `write`) and by charges, which take the pipelined path of [`Ledgers::admit`]
+//! (their first attempt gates on kept inputs and queues its append behind the dataset's previous
+//! one); charges on several ledgers take their locks in id order and append on every ledger in
+//! one transaction ([`super::multi`]). Both keep the same order: replay, gate on what was read,
+//! compare-and-swap.
 //!
 //! Replays: a request's outcome is stored with its entry ([`stored_response`]) and answered again,
 //! with its unit's status now, for a retry with the same idempotency key ([`Ledgers::replay`]).
@@ -18,7 +23,10 @@ use super::error::LedgerError;
 use super::kept::GateInputs;
 use super::keys::IdemKey;
 use super::{keys, Ledgers};
-use crate::store::{DatasetRow, DatasetUpdate, EntryRow, SharedBody, StoreError};
+use crate::store::{
+    AuditDraft, DatasetRow, DatasetUpdate, EntryRow, LedgerAppend, NewBlock, QuotaRow, SharedBody,
+    StoreError,
+};
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
@@ -37,8 +45,28 @@ pub(super) enum Plan<T> {
         update: Box<DatasetUpdate>,
         answer: T,
     },
+    /// Append on several ledgers in one transaction ([`crate::store::Store::append_many`]): a
+    /// partitioned dataset (first, at the row's version) and its blocks. Each ledger's kept gate
+    /// inputs are dropped after.
+    AppendMany { items: Vec<LedgerAppend>, answer: T },
+    /// Create a block ledger of the dataset ([`crate::store::Store::create_block`]), its budget
+    /// and quotas copied from the dataset's row at the version the plan read; answered as
+    /// appended (`true`) when it is new, not (`false`) when it existed.
+    CreateBlock { block: Box<BlockPlan>, answer: T },
     /// Nothing to write (the change is already in place): answer now.
     Answer(T),
+}
+
+/// A block to create (see [`Plan::CreateBlock`]).
+pub(super) struct BlockPlan {
+    pub(super) row: DatasetRow,
+    /// Its empty exact composition.
+    pub(super) state: Vec<u8>,
+    /// Its quota rows: the dataset's quotas, nothing spent.
+    pub(super) quotas: Vec<QuotaRow>,
+    /// The record on the dataset's chain, and the first of the block's own.
+    pub(super) audit: AuditDraft,
+    pub(super) record: AuditDraft,
 }
 
 /// How a write ended.
@@ -78,6 +106,35 @@ impl Ledgers {
                 } => {
                     if self.append(id, version, &entry, &update).await? {
                         return Ok(Written::Planned(answer, true));
+                    }
+                }
+                Plan::AppendMany { items, answer } => {
+                    let result = self.store.append_many(&items, None).await;
+                    for it in &items {
+                        self.forget(&it.id);
+                    }
+                    match result {
+                        Ok(()) => return Ok(Written::Planned(answer, true)),
+                        Err(StoreError::VersionConflict | StoreError::DuplicateKey) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Plan::CreateBlock { block, answer } => {
+                    let b = NewBlock {
+                        row: &block.row,
+                        state: &block.state,
+                        parent: (id, version),
+                        quotas: &block.quotas,
+                        audit: Some(&block.audit),
+                        record: Some(&block.record),
+                    };
+                    match self.store.create_block(&b).await {
+                        Ok(()) => return Ok(Written::Planned(answer, true)),
+                        Err(StoreError::AlreadyExists) => {
+                            return Ok(Written::Planned(answer, false))
+                        }
+                        Err(StoreError::VersionConflict) => {}
+                        Err(e) => return Err(e.into()),
                     }
                 }
             }
