@@ -120,8 +120,12 @@ def main():
         w0 = wchar(server.pid) if sqlite else None
         # A declared run whose chunks are 10 steps of a Poisson-sampled Gaussian.
         n_chunks = (args.units + 2) // 3
-        s, run, _ = c.call("POST", f"/v1/datasets/{mixed}/runs",
-                           {"event": CHUNK["event"], "steps": 10 * n_chunks, "chunk_steps": 10})
+        decl = {"event": CHUNK["event"], "steps": 10 * n_chunks, "chunk_steps": 10}
+        if n_chunks > 900:
+            # Each chunk spends delta_B / 1000 by default: name a smaller one so that every chunk
+            # of a long ledger fits the default delta budget (1e-10).
+            decl["delta"] = 1e-10 / (2 * n_chunks)
+        s, run, _ = c.call("POST", f"/v1/datasets/{mixed}/runs", decl)
         assert s == 201, run
         chunks = []
         for i in range(args.units):
