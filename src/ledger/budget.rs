@@ -1,7 +1,8 @@
-//! The ledger's amounts, each its own type: a dataset's [`Budget`], a [`QuotaShare`] of it, and
-//! what was [`Spent`] as figures; the tolerance of every comparison with a limit, written once; and
-//! the holder name of the unallocated share. The filter's rule over a limit is in
-//! [`super::filter`] (its running sums, Σμᵢ² and Σδᵢ, are [`super::filter::FilterState`]).
+//! The ledger's amounts, each its own type: a dataset's [`Budget`], a [`QuotaShare`] of it, what
+//! was [`Spent`] as figures, and a unit's certificate on the wire ([`CertificateView`]); the
+//! tolerance of every comparison with a limit, written once; and the holder name of the unallocated
+//! share. The filter's rule over a limit is in [`super::filter`] (its running sums, Σμᵢ² and Σδᵢ,
+//! are [`super::filter::FilterState`]).
 
 use crate::accountant::json::{self, Fields, InputError, JsonPath};
 use crate::accountant::params::{DeltaSlack, DEFAULT_DELTA_SLACK};
@@ -144,4 +145,16 @@ impl Spent {
     pub fn delta(&self) -> f64 {
         self.delta
     }
+}
+
+/// A unit's certificate on the wire (the schema of [`Certificate`], which serialises the same way;
+/// the accountant's types carry no schema).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = Certificate)]
+pub struct CertificateView {
+    /// μ of the Gaussian part (an upper bound).
+    pub mu: f64,
+    /// δᵢ: the probability of the unit's "reveal" part; its trade-off curve is at least
+    /// G_μ ⊗ f_{0,δ} in both neighbour orders.
+    pub delta: f64,
 }

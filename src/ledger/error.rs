@@ -114,7 +114,7 @@ pub struct Rejection {
     pub remaining_mu: f64,
     pub remaining_delta: f64,
     /// The unit's certificate (μᵢ, δᵢ) the gate tried.
-    #[schema(value_type = super::views::CertificateView)]
+    #[schema(value_type = super::budget::CertificateView)]
     pub unit: Certificate,
     /// The quota that refused the unit (a principal, or `*` for the unallocated share); absent
     /// when the dataset's budget refused it.

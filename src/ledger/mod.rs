@@ -55,15 +55,15 @@ mod verdict;
 mod views;
 mod write;
 
-pub use budget::GATE_TOLERANCE;
+pub use budget::{CertificateView, GATE_TOLERANCE};
 pub use compute::COMPUTE_LIMIT;
 pub use error::{LedgerError, Rejection};
 pub use filter::{Statement, Validity};
 pub use kept::REPORT_CACHE_BYTES;
 pub use runs::{RunPlan, RunView};
 pub use views::{
-    BalancedPoint, Calibrated, CertificateView, ChargeOutcome, ChargeView, CurvePointView,
-    DatasetReport, DatasetView, EntryView, ExactComposition, Preview, TradeoffView, UnitCurve,
+    BalancedPoint, Calibrated, ChargeOutcome, ChargeView, CurvePointView, DatasetReport,
+    DatasetView, EntryView, ExactComposition, Preview, TradeoffView, UnitCurve,
 };
 
 /// Empties this process's memo of certificates (what a restart does), for tests.

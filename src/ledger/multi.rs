@@ -18,6 +18,7 @@
 //!
 //! [`Store::append_many`]: crate::store::Store::append_many
 
+use super::budget::CertificateView;
 use super::calibration::Certified;
 use super::compute::blocking;
 use super::error::LedgerError;
@@ -28,7 +29,7 @@ use super::partition::{self, BlockSelector, Partitioning, MAX_BLOCKS};
 use super::principal::{Action, Actor};
 use super::rows::{budget_of, engine_of, filter_of, grid_step_of, relation_of, unchanged};
 use super::verdict::{gate_cost, rejection, unit_delta};
-use super::views::{view, CertificateView, ChargeOutcome};
+use super::views::{view, ChargeOutcome};
 use super::write::{BlockPlan, Plan, PlanFuture, Written, SHARED_BODY};
 use super::{admission, audit, quotas, Ledgers};
 use crate::accountant::certificate::Certificate;

@@ -43,10 +43,10 @@ pub struct RunView {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunPlan {
     /// The certificate (μᵢ, δᵢ) of a full chunk.
-    #[schema(value_type = super::views::CertificateView)]
+    #[schema(value_type = super::budget::CertificateView)]
     pub chunk_unit: Certificate,
     /// The certificate of the last chunk when it is shorter.
-    #[schema(value_type = Option<super::views::CertificateView>)]
+    #[schema(value_type = Option<super::budget::CertificateView>)]
     pub last_chunk_unit: Option<Certificate>,
     /// What the whole run adds to the filter: √(Σ over its chunks of μᵢ²) (rounded up) and Σδᵢ.
     pub run_mu: f64,

@@ -1,7 +1,7 @@
 //! What the ledger answers: datasets, charges, entries, reports and rejections as the API shows
 //! them (the spec's schemas come from these types).
 
-use super::budget::Budget;
+use super::budget::{Budget, CertificateView};
 use super::error::LedgerError;
 use super::filter::Limit;
 use super::filter::{FilterState, Statement};
@@ -14,18 +14,6 @@ use crate::store::{DatasetRow, EntryRow};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
-
-/// A unit's certificate on the wire (the schema of [`Certificate`], which serialises the same way;
-/// the accountant's types carry no schema).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
-#[schema(as = Certificate)]
-pub struct CertificateView {
-    /// μ of the Gaussian part (an upper bound).
-    pub mu: f64,
-    /// δᵢ: the probability of the unit's "reveal" part; its trade-off curve is at least
-    /// G_μ ⊗ f_{0,δ} in both neighbour orders.
-    pub delta: f64,
-}
 
 /// A dataset and what it has spent.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
