@@ -199,6 +199,7 @@ impl Ledgers {
         for (chain, head_seq, head_hash) in &heads {
             let (mut prev, mut seq) = (AUDIT_GENESIS.to_owned(), 0i64);
             let mut states = StateWalk::default();
+            let mut last_stated = None;
             loop {
                 let page = self.store.audit_chain(chain, seq, VERIFY_PAGE).await?;
                 if page.is_empty() {
@@ -207,6 +208,9 @@ impl Ledgers {
                 for r in page {
                     records += 1;
                     states.check(chain, &r, &mut problems);
+                    if crate::store::sql::states_ledger(r.draft.after.as_deref()) {
+                        last_stated = Some(r.seq);
+                    }
                     if r.seq != seq + 1 {
                         problems.push(format!(
                             "chain {chain:?}: record {} follows record {seq} (records missing)",
@@ -230,6 +234,17 @@ impl Ledgers {
                     prev = r.hash;
                     seq = r.seq;
                 }
+            }
+            // The head's pointer, which the check before every write follows (schema 11),
+            // against the last record that states a state: moved back, it would let a row
+            // rolled back to that state pass that check.
+            let pointed = self.store.last_state_audit(chain).await?.map(|r| r.seq);
+            if pointed != last_stated {
+                problems.push(format!(
+                    "chain {chain:?}: its head points at record {pointed:?} as the last that \
+                     states the ledger's state, but that is record {last_stated:?} (the head \
+                     was edited)"
+                ));
             }
             // The stored row against the last state the chain recorded.
             if let (Some(last), false) = (states.last, chain.is_empty()) {

@@ -358,7 +358,8 @@ impl Ledgers {
                     row.id.clone(),
                     format!(
                         "it is at version {} but its audit log states none of its states since \
-                         version {} (its audit chain was deleted outside the service)",
+                         version {} (its audit chain, or its head's pointer to the last stated \
+                         state, was deleted outside the service)",
                         row.version,
                         row.states_from.unwrap_or(0)
                     ),

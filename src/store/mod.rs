@@ -60,9 +60,14 @@
 //! token), so no single write holds SQLite's writer for long; `state` keeps the snapshot of
 //! ledgers none was written for since. `certificates` keeps units' certificates by the build that
 //! computed them and the unit (`ledger::certificates`), so a restart does not certify them again.
+//!
+//! Version 11 keeps, in `audit_heads.state_seq`, the seq of the chain's last record that states
+//! its ledger's state, so the check before every write ([`Store::last_state_audit`]) reads one
+//! record by its key instead of searching the chain backwards (on PostgreSQL the generic plan of
+//! that search read every record of the chain: 18 ms at 10⁴ records, growing with the ledger).
 
 /// The schema version this release writes (the last of [`MIGRATIONS`]).
-pub const LATEST: i64 = 10;
+pub const LATEST: i64 = 11;
 
 /// The version-1 schema, in [`MIGRATIONS`]' placeholders (spelt per store by [`migration_sql`]):
 /// every store creates it if absent, then migrates it.
@@ -284,6 +289,15 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
                 bytes {BLOB} NOT NULL,
                 PRIMARY KEY (dataset_id, token, part)
             )",
+        ],
+    ),
+    (
+        11,
+        &[
+            "ALTER TABLE audit_heads ADD COLUMN state_seq {I}",
+            // The search every check made until now, once per chain.
+            "UPDATE audit_heads SET state_seq = (SELECT MAX(a.seq) FROM audit a WHERE \
+             a.chain = audit_heads.chain AND a.after_value LIKE '%\"ledger\":{%')",
         ],
     ),
 ];

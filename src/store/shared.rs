@@ -467,7 +467,12 @@ async fn insert_audit<C: Tx>(c: &mut C, d: &AuditDraft) -> Result<(), StoreError
         &hash
     );
     c.exec(sql::AUDIT_INSERT, args).await?;
-    c.exec(sql::AUDIT_HEAD_SET, args!(&hash, &d.chain)).await?;
+    let head = if sql::states_ledger(d.after.as_deref()) {
+        sql::AUDIT_HEAD_SET_STATE
+    } else {
+        sql::AUDIT_HEAD_SET
+    };
+    c.exec(head, args!(&hash, &d.chain)).await?;
     Ok(())
 }
 
@@ -1024,7 +1029,13 @@ impl<E: Engine> Store for E {
     }
 
     async fn last_state_audit(&self, chain: &str) -> Result<Option<AuditRecord>, StoreError> {
-        optional(self, sql::AUDIT_LAST_STATE, args!(chain), Columns::audit).await
+        optional(
+            self,
+            sql::AUDIT_LAST_STATE,
+            args!(chain, chain),
+            Columns::audit,
+        )
+        .await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -12,6 +12,9 @@ pub const AUDIT_HEAD_INIT: &str =
 pub const AUDIT_HEAD_NEXT: &str =
     "UPDATE audit_heads SET seq = seq + 1 WHERE chain = ? RETURNING seq, hash";
 pub const AUDIT_HEAD_SET: &str = "UPDATE audit_heads SET hash = ? WHERE chain = ?";
+/// The same for a record that states its ledger's state ([`states_ledger`]): the head points at it.
+pub const AUDIT_HEAD_SET_STATE: &str =
+    "UPDATE audit_heads SET hash = ?, state_seq = seq WHERE chain = ?";
 pub const AUDIT_INSERT: &str = "INSERT INTO audit (chain, seq, at, principal, credential, \
     action, dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash) \
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
@@ -21,16 +24,23 @@ pub const AUDIT_QUERY: &str = "SELECT id, chain, seq, at, principal, credential,
     dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
     FROM audit WHERE id > ? AND (? IS NULL OR dataset_id = ?) AND (? IS NULL OR principal = ?) \
     AND (? IS NULL OR at >= ?) AND (? IS NULL OR at < ?) ORDER BY id LIMIT ?";
-/// A chain's last record that states the ledger's state (`"ledger":{` in its after value).
 /// Datasets (and blocks) that must have an audit chain and have none: an entry written with a
 /// principal (schema 5 on, each with its record) or a version at or past `states_from`.
 pub const DATASETS_WITHOUT_CHAIN: &str = "SELECT d.id FROM datasets d WHERE NOT EXISTS \
     (SELECT 1 FROM audit a WHERE a.chain = d.id) AND (d.version >= COALESCE(d.states_from, \
     d.version + 1) OR EXISTS (SELECT 1 FROM entries e WHERE e.dataset_id = d.id AND \
     e.principal IS NOT NULL)) ORDER BY d.id";
+/// A chain's last record that states the ledger's state: the one its head points at (schema 11),
+/// read by its key, so the check costs the same on a chain of any length.
 pub const AUDIT_LAST_STATE: &str = "SELECT id, chain, seq, at, principal, credential, action, \
     dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
-    FROM audit WHERE chain = ? AND after_value LIKE '%\"ledger\":{%' ORDER BY seq DESC LIMIT 1";
+    FROM audit WHERE chain = ? AND seq = (SELECT state_seq FROM audit_heads WHERE chain = ?)";
+
+/// Whether an audit record's after value states its ledger's state (`"ledger":{`, the pattern
+/// schema 11's migration searched for).
+pub fn states_ledger(after: Option<&str>) -> bool {
+    after.is_some_and(|a| a.contains("\"ledger\":{"))
+}
 pub const AUDIT_CHAIN: &str = "SELECT id, chain, seq, at, principal, credential, action, \
     dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
     FROM audit WHERE chain = ? AND seq > ? ORDER BY seq LIMIT ?";

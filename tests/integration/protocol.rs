@@ -1000,6 +1000,101 @@ async fn a_ledger_reset_behind_the_services_back_is_refused_and_reported() {
     );
 }
 
+/// The check before every write reads the chain's last stated state through its head's pointer
+/// (schema 11: one record by its key, whatever the chain's length). A pointer moved to an older
+/// record, or cleared, does not hide a reset: the restarted service
+/// refuses the ledger, and accepts it again once the pointer is put back.
+#[tokio::test]
+async fn a_tampered_state_pointer_is_refused_not_trusted() {
+    use privacy_ledger::app::open_store;
+    let dir = crate::api::temp_dir("state-pointer");
+    let url = format!("sqlite://{}", dir.join("l.db").display());
+    let app = TestApp::over_store(
+        open_store(&url).await.unwrap(),
+        privacy_ledger::http::Limits::default(),
+        dir,
+    )
+    .await;
+    app.dataset("census", 1.2).await;
+    for mu in [0.3, 0.4] {
+        let (s, _) = app
+            .post("/v1/datasets/census/charges", json!({"event": gdp(mu)}))
+            .await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let exec = |q: &'static str| {
+        let raw = raw.clone();
+        async move { sqlx::query(q).execute(&raw).await.unwrap() }
+    };
+    let (pointer, last): (i64, i64) = sqlx::query_as(
+        "SELECT h.state_seq, (SELECT MAX(seq) FROM audit WHERE chain = 'census') FROM audit_heads h \
+         WHERE chain = 'census'",
+    )
+    .fetch_one(&raw)
+    .await
+    .unwrap();
+    assert_eq!(
+        pointer, last,
+        "the last record of the chain states the ledger's state"
+    );
+    let mu_sq: f64 = sqlx::query_scalar("SELECT mu_sq_spent FROM datasets WHERE id = 'census'")
+        .fetch_one(&raw)
+        .await
+        .unwrap();
+    let charge_after_restart = || async {
+        let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
+        let restarted = TestApp::over_ledgers(
+            ledgers,
+            privacy_ledger::http::Limits::default(),
+            crate::api::temp_dir("state-pointer-2"),
+        )
+        .await;
+        let (s, e) = restarted
+            .post("/v1/datasets/census/charges", json!({"event": gdp(0.01)}))
+            .await;
+        (s, e["error"].as_str().map(str::to_owned))
+    };
+    let refused = (
+        StatusCode::CONFLICT,
+        Some("dataset_state_corrupt".to_owned()),
+    );
+    let verify = || async {
+        let ledgers = privacy_ledger::ledger::Ledgers::new(open_store(&url).await.unwrap());
+        ledgers.verify_audit().await.unwrap().problems
+    };
+    assert_eq!(verify().await, Vec::<String>::new());
+    // The head pointed at an older record: `audit verify` names it; the row still matches no
+    // state the pointer leads to, so writes are refused.
+    exec("UPDATE audit_heads SET state_seq = state_seq - 1 WHERE chain = 'census'").await;
+    let problems = verify().await;
+    assert!(
+        problems.iter().any(|p| p.contains("head points at")),
+        "{problems:?}"
+    );
+    assert_eq!(charge_after_restart().await, refused);
+    // The row reset as well: refused.
+    exec("UPDATE datasets SET mu_sq_spent = 0 WHERE id = 'census'").await;
+    assert_eq!(charge_after_restart().await, refused);
+    // No pointer (cleared): refused, the ledger being past the version its states start from.
+    exec("UPDATE audit_heads SET state_seq = NULL WHERE chain = 'census'").await;
+    assert_eq!(charge_after_restart().await, refused);
+    // Put back, the ledger is accepted again.
+    sqlx::query("UPDATE datasets SET mu_sq_spent = ? WHERE id = 'census'")
+        .bind(mu_sq)
+        .execute(&raw)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE audit_heads SET state_seq = ? WHERE chain = 'census'")
+        .bind(pointer)
+        .execute(&raw)
+        .await
+        .unwrap();
+    let (s, e) = charge_after_restart().await;
+    assert_eq!(s, StatusCode::CREATED, "{e:?}");
+    assert_eq!(verify().await, Vec::<String>::new());
+}
+
 /// Row 9, quotas: a quota on a partitioned dataset is its holder's share of *every* block: the
 /// blocks that exist when it is set, the time blocks created later by their first charge, and the
 /// named partitions declared before or after it. Each block keeps its own spend per holder
