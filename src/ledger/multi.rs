@@ -37,7 +37,7 @@ use crate::accountant::composition::Composition;
 use crate::accountant::json::JsonPath;
 use crate::accountant::params::GridStep;
 use crate::accountant::NeighboringRelation;
-use crate::store::{DatasetRow, EntryRow, LedgerAppend, QuotaRow, SharedBody, StoreError};
+use crate::store::{DatasetRow, EntryRow, LedgerAppend, QuotaRow, SharedBody};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -355,48 +355,50 @@ impl Ledgers {
                 }
             }
         }
-        let mut guards = Vec::with_capacity(ids.len());
-        for id in ids {
-            guards.push(self.lock(id).await?);
-        }
+        let locks: Vec<&str> = ids.into_iter().collect();
         let event_json = req.event.to_json();
         // New block ledgers already counted against the principal's limit by an earlier attempt.
-        let mut taken = 0;
-        for attempt in 0..super::write::MAX_ATTEMPTS as u32 {
-            super::write::back_off(attempt).await;
-            // Under the locks, every attempt: a retry racing its original (on this replica or
-            // another) replays it instead of being gated after it; and a retry replays even once
-            // a block it charged has become read-only.
-            if let Some(body) = self.replay(&first, key, &req.request_hash).await? {
-                return Ok(ChargeOutcome {
-                    created: false,
+        let taken = std::sync::atomic::AtomicUsize::new(0);
+        let (req, ledgers, read_only, event_json, taken) =
+            (&req, &ledgers, &read_only, &event_json, &taken);
+        let plan = move || -> PlanFuture<'_, Landing> {
+            Box::pin(async move {
+                // After the replay (under the locks, every attempt): a retry replays even once a
+                // block it charged has become read-only.
+                if let Some(why) = read_only {
+                    return Err(LedgerError::ReadOnly(why.clone()));
+                }
+                let parts = self.read_parts(actor, ledgers).await?;
+                self.try_many(actor, req, key, event_json, parts, taken)
+                    .await
+            })
+        };
+        match self
+            .write_many(&locks, &first, key, &req.request_hash, plan)
+            .await?
+        {
+            Written::Planned((body, landed), _) => {
+                for (id, version, analytic) in landed {
+                    self.composed_later(&id, version, analytic);
+                }
+                Ok(ChargeOutcome {
+                    created: true,
                     body,
-                });
+                })
             }
-            if let Some(why) = &read_only {
-                return Err(LedgerError::ReadOnly(why.clone()));
-            }
-            let Some(parts) = self.read_parts(actor, &ledgers).await? else {
-                continue;
-            };
-            match self
-                .try_many(actor, &req, key, &event_json, parts, &mut taken)
-                .await?
-            {
-                Some(outcome) => return Ok(outcome),
-                None => continue,
-            }
+            Written::Replayed(body) => Ok(ChargeOutcome {
+                created: false,
+                body,
+            }),
         }
-        Err(LedgerError::Busy)
     }
 
-    /// Every ledger's row, quotas and composed state as the store has them now (`None` when a
-    /// ledger's state and row disagree on the version: another writer is between them).
+    /// Every ledger's row (checked against its audit log) and quotas as the store has them now.
     async fn read_parts(
         &self,
         actor: &Actor,
         ledgers: &BTreeMap<String, Resolved>,
-    ) -> Result<Option<Vec<Part>>, LedgerError> {
+    ) -> Result<Vec<Part>, LedgerError> {
         // The parents of new blocks, with their quotas, read once per attempt.
         let mut parents: HashMap<String, (DatasetRow, Vec<QuotaRow>)> = HashMap::new();
         let mut parts = Vec::with_capacity(ledgers.len());
@@ -441,11 +443,11 @@ impl Ledgers {
                 engine,
             });
         }
-        Ok(Some(parts))
+        Ok(parts)
     }
 
-    /// One attempt: gate every part, and if all admit, append on all. `None`: another writer
-    /// moved a ledger (start over).
+    /// One attempt's plan: gate every part, and if all admit, append on all (answering the body,
+    /// and each ledger's id, new version and whether its unit composes analytically).
     async fn try_many(
         &self,
         actor: &Actor,
@@ -453,8 +455,8 @@ impl Ledgers {
         key: Option<&super::keys::IdemKey>,
         event_json: &Value,
         parts: Vec<Part>,
-        taken: &mut usize,
-    ) -> Result<Option<ChargeOutcome>, LedgerError> {
+        taken: &std::sync::atomic::AtomicUsize,
+    ) -> Result<Plan<Landing>, LedgerError> {
         let event_of = |p: &Part| p.spec.event.clone();
         // Certificates this process does not hold may be in the store (this build, earlier).
         let (mut unknown, mut asked) = (Vec::new(), std::collections::HashSet::new());
@@ -526,7 +528,7 @@ impl Ledgers {
         }
         // Counted once per request: an attempt that lost a race and starts over takes only what
         // it needs beyond the earlier attempts'.
-        let more = new.saturating_sub(*taken);
+        let more = new.saturating_sub(taken.load(std::sync::atomic::Ordering::Relaxed));
         if more > 0 {
             let now = std::time::Instant::now();
             if let Err(retry) = self.created.take(&actor.principal.name, more, now) {
@@ -540,7 +542,7 @@ impl Ledgers {
                     ),
                 ));
             }
-            *taken += more;
+            taken.fetch_add(more, std::sync::atomic::Ordering::Relaxed);
         }
         let ts = super::rows::now();
         let charge_id = uuid::Uuid::now_v7().to_string();
@@ -648,41 +650,20 @@ impl Ledgers {
                 blocks: None,
             });
         }
-        let result = self.store.append_many(&items, Some(&shared)).await;
-        match result {
-            Ok(()) => {
-                for (it, p) in items.iter().zip(&parts) {
-                    let v = it.expected_version;
-                    self.keep(&it.id, v, &it.update, &Ok(v + 1));
-                    let e = p.spec.event.as_deref().unwrap_or(&req.event);
-                    self.composed_later(&it.id, v + 1, super::compute::analytic(e, p.engine.0));
-                }
-                Ok(Some(ChargeOutcome {
-                    created: true,
-                    body,
-                }))
-            }
-            Err(e @ (StoreError::VersionConflict | StoreError::DuplicateKey)) => {
-                for it in &items {
-                    self.forget(&it.id);
-                }
-                // The key is on some ledger already: the same request (committed concurrently)
-                // is replayed; another request's use of the key is a 422, not a retry.
-                if e == StoreError::DuplicateKey {
-                    for it in &items {
-                        if let Some(body) = self.replay(&it.id, key, &req.request_hash).await? {
-                            return Ok(Some(ChargeOutcome {
-                                created: false,
-                                body,
-                            }));
-                        }
-                    }
-                }
-                Ok(None)
-            }
-            Err(StoreError::NotFound) => Err(LedgerError::NotFound(first_id(&items))),
-            Err(e) => Err(e.into()),
-        }
+        let landed = items
+            .iter()
+            .zip(&parts)
+            .map(|(it, p)| {
+                let e = p.spec.event.as_deref().unwrap_or(&req.event);
+                let analytic = super::compute::analytic(e, p.engine.0);
+                (it.id.clone(), it.expected_version + 1, analytic)
+            })
+            .collect();
+        Ok(Plan::AppendMany {
+            items,
+            shared: Some(shared),
+            answer: (body, landed),
+        })
     }
 
     /// The gates a calibration on `row` judges against: the dataset's own, or on a partitioned
@@ -925,9 +906,9 @@ impl Ledgers {
     }
 }
 
-fn first_id(items: &[LedgerAppend]) -> String {
-    items.first().map(|i| i.id.clone()).unwrap_or_default()
-}
+/// A charge's answer once its append lands: its body, and each ledger's id, new version and
+/// whether its unit composes analytically (see [`Ledgers::composed_later`]).
+type Landing = (Value, Vec<(String, i64, bool)>);
 
 /// What [`gate_all`] gates on one ledger: its gate, relation and grid step, and its own event if
 /// it has one.

@@ -329,6 +329,7 @@ impl Ledgers {
                 }
                 Ok(Plan::AppendMany {
                     items,
+                    shared: None,
                     answer: view,
                 })
             })

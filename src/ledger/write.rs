@@ -1,4 +1,4 @@
-//! The one write loop of a state change on one ledger, and what surrounds every write.
+//! The one write loop of a state change on one ledger or several, and what surrounds every write.
 //!
 //! Every such change is a *plan*: a function of the ledger's row as the store has it now that
 //! says what to write and what to answer ([`Plan`]: one append, an append on a partitioned dataset
@@ -11,9 +11,9 @@
 //! writer (a replica) moved the ledger first. A unit's plan ([`Ledgers::plan_unit`]) is shared by
 //! chunks (through `write`) and by charges, which take the pipelined path of [`Ledgers::admit`]
 //! (their first attempt gates on kept inputs and queues its append behind the dataset's previous
-//! one); charges on several ledgers take their locks in id order and append on every ledger in
-//! one transaction ([`super::multi`]). Both keep the same order: replay, gate on what was read,
-//! compare-and-swap.
+//! one, keeping the same order: replay, gate on what was read, compare-and-swap). Charges on
+//! several ledgers are plans too ([`Ledgers::write_many`]): the loop takes their locks in id order
+//! and their plan appends on every ledger in one transaction ([`super::multi`]).
 //!
 //! Replays: a request's outcome is stored with its entry ([`stored_response`]) and answered again,
 //! with its unit's status now, for a retry with the same idempotency key ([`Ledgers::replay`]).
@@ -46,9 +46,13 @@ pub(super) enum Plan<T> {
         answer: T,
     },
     /// Append on several ledgers in one transaction ([`crate::store::Store::append_many`]): a
-    /// partitioned dataset (first, at the row's version) and its blocks. Each ledger's kept gate
-    /// inputs are dropped after.
-    AppendMany { items: Vec<LedgerAppend>, answer: T },
+    /// partitioned dataset and its blocks (a quota), or the ledgers a charge reads; `shared` is
+    /// the response every entry refers to, stored once.
+    AppendMany {
+        items: Vec<LedgerAppend>,
+        shared: Option<SharedBody>,
+        answer: T,
+    },
     /// Create a block ledger of the dataset ([`crate::store::Store::create_block`]), its budget
     /// and quotas copied from the dataset's row at the version the plan read; answered as
     /// appended (`true`) when it is new, not (`false`) when it existed.
@@ -80,7 +84,8 @@ pub(super) enum Written<T> {
 impl Ledgers {
     /// Runs `plan` on dataset `id` until its append lands (see the module docs): at most
     /// [`MAX_ATTEMPTS`] attempts, then [`LedgerError::Busy`]. The caller has authorised the
-    /// change; `key` and `request_hash` identify the request for replays.
+    /// change; `key` and `request_hash` identify the request for replays. Each attempt gives the
+    /// plan the row as the store has it, checked against its audit log.
     pub(super) async fn write<'a, T>(
         &self,
         id: &str,
@@ -88,15 +93,78 @@ impl Ledgers {
         request_hash: &str,
         mut plan: impl FnMut(DatasetRow) -> PlanFuture<'a, T> + Send,
     ) -> Result<Written<T>, LedgerError> {
-        let _guard = self.lock(id).await?;
+        let scope = Scope {
+            locks: &[id],
+            replay_at: id,
+            row: Some(id),
+        };
+        self.write_in(
+            scope,
+            key,
+            request_hash,
+            move |row: Option<DatasetRow>| match row {
+                Some(row) => plan(row),
+                None => {
+                    Box::pin(async { Err(super::error::internal("a ledger's row was not read")) })
+                }
+            },
+        )
+        .await
+    }
+
+    /// [`Ledgers::write`] on several ledgers at once (a charge on blocks and datasets, see
+    /// [`super::multi`]): their locks taken in the order of `locks` (increasing ids, so two
+    /// writers never wait on each other in a cycle), a replay looked for on `replay_at`, and a plan
+    /// that reads (and checks) the ledgers it needs itself and answers [`Plan::AppendMany`] or
+    /// [`Plan::Answer`].
+    pub(super) async fn write_many<'a, T>(
+        &self,
+        locks: &[&str],
+        replay_at: &str,
+        key: Option<&IdemKey>,
+        request_hash: &str,
+        mut plan: impl FnMut() -> PlanFuture<'a, T> + Send,
+    ) -> Result<Written<T>, LedgerError> {
+        let scope = Scope {
+            locks,
+            replay_at,
+            row: None,
+        };
+        self.write_in(scope, key, request_hash, move |_| plan())
+            .await
+    }
+
+    /// The one write loop: locks, then per attempt the replay, the row (if the scope names one),
+    /// the plan, and its compare-and-swap.
+    async fn write_in<'a, T>(
+        &self,
+        scope: Scope<'_>,
+        key: Option<&IdemKey>,
+        request_hash: &str,
+        mut plan: impl FnMut(Option<DatasetRow>) -> PlanFuture<'a, T> + Send,
+    ) -> Result<Written<T>, LedgerError> {
+        let mut guards = Vec::with_capacity(scope.locks.len());
+        for id in scope.locks {
+            guards.push(self.lock(id).await?);
+        }
         for attempt in 0..MAX_ATTEMPTS as u32 {
             back_off(attempt).await;
-            if let Some(body) = self.replay(id, key, request_hash).await? {
+            if let Some(body) = self.replay(scope.replay_at, key, request_hash).await? {
                 return Ok(Written::Replayed(body));
             }
-            let row = self.row(id).await?;
-            self.check_state(&row).await?;
-            let version = row.version;
+            let row = match scope.row {
+                Some(id) => {
+                    let row = self.row(id).await?;
+                    self.check_state(&row).await?;
+                    Some(row)
+                }
+                None => None,
+            };
+            let at = row.as_ref().map(|r| (r.id.clone(), r.version));
+            let at = || {
+                at.clone()
+                    .ok_or_else(|| super::error::internal("a plan on no ledger"))
+            };
             match plan(row).await? {
                 Plan::Answer(answer) => return Ok(Written::Planned(answer, false)),
                 Plan::Append {
@@ -104,26 +172,29 @@ impl Ledgers {
                     update,
                     answer,
                 } => {
-                    if self.append(id, version, &entry, &update).await? {
+                    let (id, version) = at()?;
+                    if self.append(&id, version, &entry, &update).await? {
                         return Ok(Written::Planned(answer, true));
                     }
                 }
-                Plan::AppendMany { items, answer } => {
-                    let result = self.store.append_many(&items, None).await;
-                    for it in &items {
-                        self.forget(&it.id);
-                    }
-                    match result {
-                        Ok(()) => return Ok(Written::Planned(answer, true)),
-                        Err(StoreError::VersionConflict | StoreError::DuplicateKey) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
+                Plan::AppendMany {
+                    items,
+                    shared,
+                    answer,
+                } => match self
+                    .append_many(&items, shared.as_ref(), key, request_hash)
+                    .await?
+                {
+                    Landed::Yes => return Ok(Written::Planned(answer, true)),
+                    Landed::Replayed(body) => return Ok(Written::Replayed(body)),
+                    Landed::No => {}
+                },
                 Plan::CreateBlock { block, answer } => {
+                    let (id, version) = at()?;
                     let b = NewBlock {
                         row: &block.row,
                         state: &block.state,
-                        parent: (id, version),
+                        parent: (&id, version),
                         quotas: &block.quotas,
                         audit: Some(&block.audit),
                         record: Some(&block.record),
@@ -141,6 +212,56 @@ impl Ledgers {
         }
         Err(LedgerError::Busy)
     }
+
+    /// Appends on several ledgers in one transaction and keeps their gate inputs current. A key
+    /// already on one of them (the same request, committed concurrently, is replayed; another
+    /// request's use of the key is a 422 from [`Ledgers::replay`], not a retry); a ledger moved
+    /// by another writer: start over.
+    async fn append_many(
+        &self,
+        items: &[LedgerAppend],
+        shared: Option<&SharedBody>,
+        key: Option<&IdemKey>,
+        request_hash: &str,
+    ) -> Result<Landed, LedgerError> {
+        let result = self.store.append_many(items, shared).await;
+        for it in items {
+            let v = it.expected_version;
+            self.keep(&it.id, v, &it.update, &result.clone().map(|()| v + 1));
+        }
+        match result {
+            Ok(()) => Ok(Landed::Yes),
+            Err(StoreError::DuplicateKey) => {
+                for it in items {
+                    if let Some(body) = self.replay(&it.id, key, request_hash).await? {
+                        return Ok(Landed::Replayed(body));
+                    }
+                }
+                Ok(Landed::No)
+            }
+            Err(StoreError::VersionConflict) => Ok(Landed::No),
+            Err(StoreError::NotFound) => Err(LedgerError::NotFound(
+                items.first().map(|i| i.id.clone()).unwrap_or_default(),
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Which ledgers a write locks, where it looks for a replay, and whose row each attempt reads.
+struct Scope<'s> {
+    locks: &'s [&'s str],
+    replay_at: &'s str,
+    row: Option<&'s str>,
+}
+
+/// How an append on several ledgers ended.
+enum Landed {
+    Yes,
+    /// The same request had landed: its stored answer.
+    Replayed(Value),
+    /// Another writer moved a ledger: start over.
+    No,
 }
 
 /// Waits a random 0 to 2^min(n,6) − 1 ms before the (n+1)-th attempt after losing a
