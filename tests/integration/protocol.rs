@@ -893,6 +893,21 @@ async fn a_join_charges_each_dataset_at_its_own_records_sensitivity() {
     );
 }
 
+/// An app over a SQLite file (its URL returned, to tamper with and to restart over) with dataset
+/// `census` of budget μ = 1.2.
+async fn census_on_a_file(name: &str) -> (TestApp, String) {
+    let dir = crate::api::temp_dir(name);
+    let url = format!("sqlite://{}", dir.join("l.db").display());
+    let app = TestApp::over_store(
+        privacy_ledger::app::open_store(&url).await.unwrap(),
+        privacy_ledger::http::Limits::default(),
+        dir,
+    )
+    .await;
+    app.dataset("census", 1.2).await;
+    (app, url)
+}
+
 /// Row 13: a ledger reset behind the service's back (`UPDATE datasets SET mu_sq_spent = 0`) is
 /// caught: every audited change states the ledger's state after it, the service refuses to write
 /// on a ledger whose row disagrees with that (409 `dataset_state_corrupt`, on a restart as on any
@@ -900,15 +915,7 @@ async fn a_join_charges_each_dataset_at_its_own_records_sensitivity() {
 #[tokio::test]
 async fn a_ledger_reset_behind_the_services_back_is_refused_and_reported() {
     use privacy_ledger::app::open_store;
-    let dir = crate::api::temp_dir("reset");
-    let url = format!("sqlite://{}", dir.join("l.db").display());
-    let app = TestApp::over_store(
-        open_store(&url).await.unwrap(),
-        privacy_ledger::http::Limits::default(),
-        dir,
-    )
-    .await;
-    app.dataset("census", 1.2).await;
+    let (app, url) = census_on_a_file("reset").await;
     let charge = json!({"event": gdp(0.9)});
     let (s, _) = app
         .post("/v1/datasets/census/charges", charge.clone())
@@ -1007,15 +1014,7 @@ async fn a_ledger_reset_behind_the_services_back_is_refused_and_reported() {
 #[tokio::test]
 async fn a_tampered_state_pointer_is_refused_not_trusted() {
     use privacy_ledger::app::open_store;
-    let dir = crate::api::temp_dir("state-pointer");
-    let url = format!("sqlite://{}", dir.join("l.db").display());
-    let app = TestApp::over_store(
-        open_store(&url).await.unwrap(),
-        privacy_ledger::http::Limits::default(),
-        dir,
-    )
-    .await;
-    app.dataset("census", 1.2).await;
+    let (app, url) = census_on_a_file("state-pointer").await;
     for mu in [0.3, 0.4] {
         let (s, _) = app
             .post("/v1/datasets/census/charges", json!({"event": gdp(mu)}))
