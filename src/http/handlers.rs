@@ -6,7 +6,10 @@ use super::{ApiJson, AppState, Caller};
 use crate::ledger::input::{self, ChargeRequest, NewDataset};
 use crate::ledger::principal::Action;
 use crate::ledger::schema::ReportWire;
-use crate::ledger::{Calibrated, DatasetReport, DatasetView, Preview, TradeoffView, UnitCurve};
+use crate::ledger::{
+    Calibrated, ChargeCreated, DatasetReport, DatasetView, Preview, Settled, TradeoffView,
+    UnitCurve,
+};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;

@@ -4,10 +4,8 @@
 //! request types here document them. Responses are the ledger's views themselves (they carry
 //! their schemas); the types here are the pages and the bodies the handlers assemble.
 
-use crate::ledger::schema::ReportWire;
 pub use crate::ledger::schema::{DatasetRole, FreeParameter, GlobalRole, NeighboringRelationWire};
-use crate::ledger::CertificateView as Certificate;
-use crate::ledger::{ChargeView, DatasetView, EntryView};
+use crate::ledger::{DatasetView, EntryView};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -261,26 +259,6 @@ pub struct ReleaseRequestWire {
     /// Why; required when an admin releases another principal's unit (recorded).
     #[schema(max_length = 1024)]
     pub reason: Option<String>,
-}
-
-/// The body of a start, commit or release.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Settled {
-    /// The charge with its new status.
-    pub charge: ChargeView,
-    /// Release: the certificate the filter forgot.
-    pub refund: Option<Certificate>,
-    /// The filter's spending after the entry.
-    pub mu_spent: f64,
-    pub delta_spent: f64,
-}
-
-/// 201 body of a charge.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ChargeCreated {
-    pub charge: ChargeView,
-    /// The guarantee of the dataset's budget after the charge.
-    pub report: ReportWire,
 }
 
 /// A page of ledger entries.

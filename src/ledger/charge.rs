@@ -323,7 +323,11 @@ impl Ledgers {
                 chunk: unit.run.as_ref().map(|r| r.1),
                 created_at: ts.clone(),
             };
-            let body = serde_json::json!({"charge": charge, "report": report});
+            let body = super::views::ChargeCreated {
+                charge: charge.clone(),
+                report,
+            };
+            let body = serde_json::to_value(&body).map_err(super::error::internal)?;
             let (response, shared) = stored_response(&body);
             let entry = EntryRow {
                 seq: charge.seq,

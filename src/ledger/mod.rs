@@ -62,8 +62,9 @@ pub use filter::{Statement, Validity};
 pub use kept::REPORT_CACHE_BYTES;
 pub use runs::{RunPlan, RunView};
 pub use views::{
-    BalancedPoint, Calibrated, ChargeOutcome, ChargeView, CurvePointView, DatasetReport,
-    DatasetView, EntryView, ExactComposition, Preview, TradeoffView, UnitCurve,
+    BalancedPoint, Calibrated, ChargeCreated, ChargeOutcome, ChargeView, CurvePointView,
+    DatasetReport, DatasetView, EntryView, ExactComposition, Preview, Settled, TradeoffView,
+    UnitCurve,
 };
 
 /// Empties this process's memo of certificates (what a restart does), for tests.

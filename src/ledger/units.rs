@@ -516,12 +516,16 @@ impl Ledgers {
                 }
                 let mut settled = super::views::charge_view(&charge);
                 settled.status = new_status.to_owned();
-                let body = serde_json::json!({
-                    "charge": settled,
-                    "refund": release.then(|| serde_json::json!({"mu": unit.mu(), "delta": unit.delta()})),
-                    "mu_spent": update.mu_spent,
-                    "delta_spent": update.delta_spent,
-                });
+                let body = super::views::Settled {
+                    charge: settled,
+                    refund: release.then(|| super::budget::CertificateView {
+                        mu: unit.mu(),
+                        delta: unit.delta(),
+                    }),
+                    mu_spent: update.mu_spent,
+                    delta_spent: update.delta_spent,
+                };
+                let body = serde_json::to_value(&body).map_err(super::error::internal)?;
                 // What the caller stated: a release's statement, and an admin's reason for acting
                 // on another principal's unit.
                 let statement = match (release, &on_behalf) {

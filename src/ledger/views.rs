@@ -294,3 +294,25 @@ pub struct UnitCurve {
     /// point has a finite μ, or every point's δ exceeds a zero δ_B).
     pub balanced: Option<BalancedPoint>,
 }
+
+/// 201 body of a charge or a run's chunk (and of its replay, 200): the unit as recorded and the
+/// guarantee of the dataset's budget after it. The ledger builds it; the spec describes it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ChargeCreated {
+    pub charge: ChargeView,
+    /// The guarantee of the dataset's budget after the charge.
+    #[schema(value_type = schema::ReportWire)]
+    pub report: Report,
+}
+
+/// 200 body of a start, commit or release.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Settled {
+    /// The charge with its new status.
+    pub charge: ChargeView,
+    /// Release: the certificate the filter forgot.
+    pub refund: Option<CertificateView>,
+    /// The filter's spending after the entry.
+    pub mu_spent: f64,
+    pub delta_spent: f64,
+}
