@@ -141,6 +141,10 @@ pub fn state_over(ledgers: Ledgers, default_grid_step: GridStep) -> AppState {
             Limits::default().rate_per_second,
             Limits::default().rate_burst,
         )),
+        auth_failures: Arc::new(http::rate::RateLimiter::new(
+            http::rate::FAILED_AUTH_PER_SECOND,
+            http::rate::FAILED_AUTH_BURST,
+        )),
     }
 }
 
@@ -159,6 +163,7 @@ pub fn init_tracing(format: LogFormat) {
 pub struct Application {
     listener: TcpListener,
     router: axum::Router,
+    connections: http::conn::ConnLimits,
     first_token: Option<String>,
 }
 
@@ -210,6 +215,7 @@ impl Application {
         Ok(Application {
             listener,
             router,
+            connections: cfg.connections(),
             first_token,
         })
     }
@@ -224,14 +230,15 @@ impl Application {
         self.listener.local_addr().expect("bound")
     }
 
-    /// Serves until SIGINT/SIGTERM, then finishes in-flight requests.
+    /// Serves until SIGINT/SIGTERM, then finishes in-flight requests (each connection under
+    /// [`http::conn::ConnLimits`]).
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        axum::serve(
+        http::conn::serve(
             self.listener,
-            self.router
-                .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+            self.router,
+            self.connections,
+            shutdown_signal(),
         )
-        .with_graceful_shutdown(shutdown_signal())
         .await
     }
 }

@@ -101,6 +101,22 @@ pub struct ServeConfig {
         default_value_t = 3600
     )]
     pub oidc_max_token_lifetime_secs: u64,
+    /// Longest a connection may take to send a request's head, or stay idle between requests,
+    /// in seconds; then it is closed.
+    #[arg(long, env = "PRIVACY_LEDGER_HEADER_TIMEOUT_SECS", default_value_t = 15)]
+    pub header_timeout_secs: u64,
+    /// Connections served at once (at most the open-file limit less 256); beyond, only health
+    /// checks are answered (others 503 `too_many_connections`).
+    #[arg(long, env = "PRIVACY_LEDGER_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Connections served at once from one client address (behind a reverse proxy every
+    /// connection comes from the proxy: raise it to --max-connections there).
+    #[arg(
+        long,
+        env = "PRIVACY_LEDGER_MAX_CONNECTIONS_PER_ADDRESS",
+        default_value_t = 512
+    )]
+    pub max_connections_per_address: usize,
     /// Log format.
     #[arg(
         long,
@@ -123,6 +139,14 @@ impl ServeConfig {
         self.grid_step()?;
         if self.max_body_bytes < 1024 {
             return Err("--max-body-bytes must be at least 1024".into());
+        }
+        if !(1..=3600).contains(&self.header_timeout_secs) {
+            return Err("--header-timeout-secs must be in [1, 3600]".into());
+        }
+        if self.max_connections == 0 || self.max_connections_per_address == 0 {
+            return Err(
+                "--max-connections and --max-connections-per-address must be at least 1".into(),
+            );
         }
         if !(self.rate_limit_per_second >= 0.1 && self.rate_limit_per_second <= 1e6) {
             return Err("--rate-limit-per-second must be a number in [0.1, 1e6]".into());
@@ -149,6 +173,26 @@ impl ServeConfig {
             return Err("--request-timeout-secs must be at least 1".into());
         }
         Ok(())
+    }
+
+    /// The limits every connection is served under; the cap in all is held below the process's
+    /// open-file limit (less [`RESERVED_FILES`] for the store, logs and the listener).
+    pub fn connections(&self) -> crate::http::conn::ConnLimits {
+        let files = open_file_limit().map_or(usize::MAX, |n| n.saturating_sub(RESERVED_FILES));
+        let max_connections = self.max_connections.min(files).max(1);
+        if max_connections < self.max_connections {
+            tracing::warn!(
+                asked = self.max_connections,
+                serving = max_connections,
+                "--max-connections is above the open-file limit less {RESERVED_FILES}; \
+                 raise the limit (ulimit -n) to serve more"
+            );
+        }
+        crate::http::conn::ConnLimits {
+            header_timeout: std::time::Duration::from_secs(self.header_timeout_secs),
+            max_connections,
+            max_per_address: self.max_connections_per_address,
+        }
     }
 
     /// The limits on numerical work.
@@ -194,6 +238,21 @@ impl ServeConfig {
         c.validate()?;
         Ok(Some(c))
     }
+}
+
+/// Files kept free of connections (the store's pool, the SQLite file and its WAL, logs, the
+/// listener).
+pub const RESERVED_FILES: usize = 256;
+
+/// The process's soft limit on open files (Linux: `/proc/self/limits`), if known.
+fn open_file_limit() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

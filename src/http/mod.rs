@@ -1,5 +1,6 @@
 //! The HTTP edge: router, extractors, OpenAPI, docs page, middleware.
 
+pub mod conn;
 pub mod error;
 mod events_schema;
 pub mod handlers;
@@ -35,6 +36,8 @@ pub struct AppState {
     pub default_grid_step: crate::accountant::params::GridStep,
     /// Requests per principal (set by [`router`] from its [`Limits`]).
     pub limiter: Arc<rate::RateLimiter>,
+    /// Failed authentications per client address ([`rate::FAILED_AUTH_PER_SECOND`]).
+    pub auth_failures: Arc<rate::RateLimiter>,
 }
 
 /// Limits applied to every request.
@@ -94,7 +97,32 @@ pub(crate) async fn actor(
     s: &AppState,
     secret: &str,
 ) -> Result<crate::ledger::principal::Actor, ApiError> {
-    let p = s.ledgers.authenticate(secret).await?;
+    // Per client address, before the credential is looked up: an address that keeps failing
+    // waits (429) instead of making the store work per guess.
+    let address = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip().to_string());
+    if let Some(a) = &address {
+        s.auth_failures.peek(a).map_err(|wait| {
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_failed_authentications",
+                format!("too many failed authentications from this address; retry in {wait} s"),
+            )
+            .with_details(serde_json::json!({"retry_after_seconds": wait}))
+            .with_retry_after(wait)
+        })?;
+    }
+    let p = match s.ledgers.authenticate(secret).await {
+        Ok(p) => p,
+        Err(e) => {
+            if let (Some(a), crate::ledger::LedgerError::Unauthenticated) = (&address, &e) {
+                let _ = s.auth_failures.check(a);
+            }
+            return Err(e.into());
+        }
+    };
     // Per principal: a caller cannot escape its limit by making more tokens (or JWTs).
     s.limiter.check(&p.name).map_err(|wait| {
         ApiError::new(

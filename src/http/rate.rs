@@ -1,9 +1,17 @@
-//! Per-principal rate limiting: a token bucket per principal (name) (refilled at `rate` per second, up to
-//! `burst`), so one caller cannot starve the others; beyond it, 429 with Retry-After.
+//! Rate limiting: a token bucket per key (refilled at `rate` per second, up to `burst`), so one
+//! caller cannot starve the others; beyond it, 429 with Retry-After. Keys are principals' names
+//! (requests) and client addresses (failed authentications, [`FAILED_AUTH_PER_SECOND`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
+
+/// Failed authentications a client address may make per second, on average; beyond
+/// [`FAILED_AUTH_BURST`] at once, its requests get 429 before their credential is looked up (a
+/// guessing client cannot make the store work per guess, OWASP API2:2023).
+pub const FAILED_AUTH_PER_SECOND: f64 = 5.0;
+/// Failed authentications a client address may make at once.
+pub const FAILED_AUTH_BURST: f64 = 50.0;
 
 /// Most principals tracked; beyond, buckets idle long enough to be full again are dropped first.
 const MAX_BUCKETS: usize = 100_000;
@@ -23,6 +31,25 @@ impl RateLimiter {
             rate,
             burst: burst.max(1.0),
             buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `key`'s bucket holds a request now (taking none), or how many whole seconds to
+    /// wait.
+    pub fn peek(&self, key: &str) -> Result<(), u64> {
+        let b = self.buckets.lock().expect("rate buckets");
+        match b.get(key) {
+            None => Ok(()),
+            Some((tokens, last)) => {
+                let now = Instant::now();
+                let t =
+                    (tokens + now.duration_since(*last).as_secs_f64() * self.rate).min(self.burst);
+                if t >= 1.0 {
+                    Ok(())
+                } else {
+                    Err(((1.0 - t) / self.rate).ceil().max(1.0) as u64)
+                }
+            }
         }
     }
 
@@ -58,5 +85,10 @@ mod tests {
         }
         assert_eq!(r.check("a"), Err(1));
         assert_eq!(r.check("b"), Ok(()));
+        // Peeking takes nothing.
+        assert_eq!(r.peek("a"), Err(1));
+        assert_eq!(r.peek("c"), Ok(()));
+        assert_eq!(r.peek("c"), Ok(()));
+        assert_eq!(r.check("c"), Ok(()));
     }
 }

@@ -102,8 +102,14 @@ impl Server {
     /// Starts the binary on `db`; `http` then authenticates with the first start's token, or
     /// with one made by `privacy-ledger token create` when the store had tokens already.
     pub fn start(db: &str) -> Server {
+        Self::start_with(db, &[])
+    }
+
+    /// [`Server::start`] with more `serve` flags.
+    pub fn start_with(db: &str, flags: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_privacy-ledger"))
             .args(["serve", "--listen", "127.0.0.1:0", "--database-url", db])
+            .args(flags)
             .env("RUST_LOG", "warn")
             // These tests hammer one token on purpose (durability, outages): no rate limit.
             .env("PRIVACY_LEDGER_RATE_LIMIT_PER_SECOND", "1000000")

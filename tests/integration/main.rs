@@ -6,6 +6,7 @@ mod api;
 mod auth;
 mod cli;
 mod compositions;
+mod connections;
 mod crash;
 mod filter;
 mod gdp_extremes;
