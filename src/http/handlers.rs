@@ -544,12 +544,12 @@ pub async fn get_tradeoff(
     responses((status = 200, description = "The report", body = ReportWire),
               (status = "4XX", description = "Invalid request", body = ErrorBody)))]
 pub async fn compose(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<impl IntoResponse> {
     let req = input::compose_request(&body)?;
-    Ok(Json(s.ledgers.compose(req).await?))
+    Ok(Json(s.ledgers.compose(&caller.0, req).await?))
 }
 
 /// A unit's certificate curve μᵢ(δᵢ), stateless: for each δᵢ the smallest μᵢ the gate would
@@ -560,12 +560,12 @@ pub async fn compose(
     responses((status = 200, description = "The curve", body = UnitCurve),
               (status = "4XX", description = "Invalid request", body = ErrorBody)))]
 pub async fn certificate(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<UnitCurve>> {
     let req = input::CertificateRequest::from_json(&body)?;
-    Ok(Json(s.ledgers.certificate_curve(req).await?))
+    Ok(Json(s.ledgers.certificate_curve(&caller.0, req).await?))
 }
 
 /// Calibrate one free parameter of an event to what still fits the dataset's budget: the smallest
@@ -593,12 +593,12 @@ pub async fn calibrate_dataset(
     responses((status = 200, description = "The calibrated value", body = Calibrated),
               (status = "4XX", description = "Invalid request or unreachable target", body = ErrorBody)))]
 pub async fn calibrate(
-    _caller: Caller,
+    caller: Caller,
     State(s): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> ApiResult<Json<Calibrated>> {
     let req = input::CalibrateRequest::from_json(&body, true)?;
-    Ok(Json(s.ledgers.calibrate_stateless(req).await?))
+    Ok(Json(s.ledgers.calibrate_stateless(&caller.0, req).await?))
 }
 
 /// Liveness: the process answers.

@@ -217,6 +217,21 @@ impl Ledgers {
     /// Whether `actor` may do `action` on dataset `id`: its global role, else its grant on the
     /// dataset. Without either it may not know the dataset exists: [`LedgerError::NotFound`], as
     /// for a dataset that does not exist. With either, but not allowing `action`: Forbidden.
+    /// Whether `actor` may use the stateless accountant (compose, certificate, calibrate): its
+    /// computations cost CPU, so a principal needs a global role that may read, or a grant on
+    /// some dataset; role `none` without grants gets [`LedgerError::Forbidden`].
+    pub async fn may_account(&self, actor: &Actor) -> Result<(), LedgerError> {
+        let p = &actor.principal;
+        if role_allows(&p.role, Action::Read) || self.store.has_grants(&p.name).await? {
+            return Ok(());
+        }
+        Err(LedgerError::Forbidden(format!(
+            "the global {} role without a grant on any dataset may not use the stateless \
+             accountant",
+            p.role
+        )))
+    }
+
     pub async fn authorize(
         &self,
         actor: &Actor,

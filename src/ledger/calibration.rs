@@ -253,8 +253,10 @@ impl Ledgers {
     /// Calibrates one free parameter of an event against a μ target, on an empty ledger.
     pub async fn calibrate_stateless(
         &self,
+        actor: &Actor,
         req: input::CalibrateRequest,
     ) -> Result<Calibrated, LedgerError> {
+        self.may_account(actor).await?;
         let cost = admission::Cost::light_if(analytic(&req.event, req.neighboring_relation));
         blocking(&self.admission, cost, move || {
             let base = Composition::new(req.neighboring_relation, req.grid_step);
@@ -267,8 +269,10 @@ impl Ledgers {
     /// A unit's certificate curve μᵢ(δᵢ), stateless.
     pub async fn certificate_curve(
         &self,
+        actor: &Actor,
         req: input::CertificateRequest,
     ) -> Result<UnitCurve, LedgerError> {
+        self.may_account(actor).await?;
         use crate::accountant::certificate::{curve, default_curve_deltas};
         let cost = admission::Cost::light_if(analytic(&req.event, req.neighboring_relation));
         blocking(&self.admission, cost, move || {

@@ -87,8 +87,10 @@ impl Ledgers {
         })
     }
 
-    /// The stateless report of a list of events.    /// The stateless report of a list of events.
-    pub async fn compose(&self, req: AccountRequest) -> Result<Report, LedgerError> {
+    /// The stateless report of a list of events, for a caller that may account
+    /// ([`Ledgers::may_account`]).
+    pub async fn compose(&self, actor: &Actor, req: AccountRequest) -> Result<Report, LedgerError> {
+        self.may_account(actor).await?;
         let cost = admission::Cost::light_if(
             req.events
                 .iter()

@@ -1141,6 +1141,8 @@ pub trait Store: Send + Sync {
     ) -> Result<bool, StoreError>;
     /// A principal's role on a dataset, if it holds a grant.
     async fn grant(&self, dataset_id: &str, principal: &str) -> Result<Option<String>, StoreError>;
+    /// Whether a principal holds a grant on any dataset.
+    async fn has_grants(&self, principal: &str) -> Result<bool, StoreError>;
     /// A dataset's grants, by principal.
     async fn list_grants(&self, dataset_id: &str) -> Result<Vec<GrantRow>, StoreError>;
     /// Grants (`role` given) or withdraws (`None`) a principal's role on a dataset, with its

@@ -956,6 +956,11 @@ impl<E: Engine> Store for E {
         optional(self, sql::GRANT_GET, args, |r| r.text("role")).await
     }
 
+    async fn has_grants(&self, principal: &str) -> Result<bool, StoreError> {
+        let any = optional(self, sql::GRANT_ANY, args!(principal), |r| r.text("role")).await?;
+        Ok(any.is_some())
+    }
+
     async fn list_grants(&self, dataset_id: &str) -> Result<Vec<GrantRow>, StoreError> {
         all(self, sql::GRANT_LIST, args!(dataset_id), Columns::grant).await
     }

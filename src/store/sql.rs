@@ -50,6 +50,7 @@ pub const AUDIT_HEADS: &str = "SELECT c.chain AS chain, COALESCE(h.seq, -1) AS s
     COALESCE(h.hash, '') AS hash FROM (SELECT chain FROM audit_heads UNION \
     SELECT chain FROM audit) c LEFT JOIN audit_heads h ON h.chain = c.chain ORDER BY c.chain";
 pub const GRANT_GET: &str = "SELECT role FROM grants WHERE dataset_id = ? AND principal = ?";
+pub const GRANT_ANY: &str = "SELECT role FROM grants WHERE principal = ? LIMIT 1";
 pub const GRANT_LIST: &str = "SELECT dataset_id, principal, role, created_at FROM grants \
     WHERE dataset_id = ? ORDER BY principal";
 pub const GRANT_UPSERT: &str = "INSERT INTO grants (dataset_id, principal, role, created_at) \

@@ -73,6 +73,60 @@ fn dataset_routes(id: &str) -> Vec<(&'static str, String, Option<Value>)> {
     ]
 }
 
+/// The stateless accountant costs CPU: role `none` without any grant gets 403 on every route of
+/// it (issue 34, row 6); a grant on some dataset (any role) or a global role that reads opens it.
+#[tokio::test]
+async fn the_stateless_accountant_needs_a_role_or_a_grant() {
+    let (app, _) = sqlite_app("stateless").await;
+    app.dataset("alpha", 1.0).await;
+    let nobody = app.bearer("nobody", "none").await;
+    let auditor = app.bearer("reader", "auditor").await;
+    let routes = [
+        (
+            "/v1/accountant/compose",
+            json!({"events": [{"type": "gdp", "mu": 0.5}]}),
+        ),
+        (
+            "/v1/accountant/certificate",
+            json!({"event": {"type": "gdp", "mu": 0.5}}),
+        ),
+        (
+            "/v1/accountant/calibrate",
+            json!({"event": {"type": "gaussian", "noise_multiplier": 1.0},
+                   "free_parameter": "noise_multiplier", "mu": 0.5}),
+        ),
+    ];
+    for (uri, body) in &routes {
+        let (s, b) = app
+            .call("POST", uri, Some(body), &[("authorization", &nobody)])
+            .await;
+        assert_eq!(
+            (s, b["error"].as_str()),
+            (StatusCode::FORBIDDEN, Some("forbidden")),
+            "{uri}: {b}"
+        );
+        let (s, b) = app
+            .call("POST", uri, Some(body), &[("authorization", &auditor)])
+            .await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {b}");
+    }
+    let (s, _) = app
+        .call(
+            "PUT",
+            "/v1/datasets/alpha/grants/nobody",
+            Some(&json!({"role": "auditor"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    for (uri, body) in &routes {
+        let (s, b) = app
+            .call("POST", uri, Some(body), &[("authorization", &nobody)])
+            .await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {b}");
+    }
+}
+
 /// A principal without a grant learns nothing about a dataset: every route answers exactly as for
 /// a dataset that does not exist (404, same body but the id), the listing leaves it out, and
 /// nothing is written. With a grant, its role decides (403 beyond it).
