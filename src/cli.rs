@@ -84,9 +84,9 @@ pub enum TokenAction {
         /// The global role: `admin`, `analyst`, `auditor`, or `none` (only what grants give).
         #[arg(long, default_value = "analyst")]
         role: String,
-        /// Expire the token after this many days.
-        #[arg(long)]
-        expires_in_days: Option<u32>,
+        /// Expire the token after this many days (1 to 3650, as the API allows).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=crate::ledger::input::MAX_TOKEN_DAYS))]
+        expires_in_days: Option<u64>,
     },
     /// List the tokens (never their secrets).
     List,
@@ -134,7 +134,7 @@ pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
                         &operator,
                         &name,
                         &role,
-                        expires_in_days.map(|d| chrono::Duration::days(d.into())),
+                        expires_in_days.map(|d| chrono::Duration::days(d as i64)),
                     )
                     .await
                     .map_err(|e| e.to_string())?;

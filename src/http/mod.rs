@@ -76,6 +76,14 @@ impl axum::extract::FromRequestParts<AppState> for Caller {
         parts: &mut axum::http::request::Parts,
         s: &AppState,
     ) -> Result<Self, ApiError> {
+        // One credential per request: with two, which one acts would depend on who reads them.
+        if parts.headers.get_all(header::AUTHORIZATION).iter().count() > 1 {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "duplicate_header",
+                "header authorization: given more than once; send one credential",
+            ));
+        }
         let secret = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -653,10 +661,45 @@ pub fn router(mut state: AppState, limits: Limits) -> Router {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("-");
         tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
-    }))
+    }).on_failure(log_failure))
     .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
     .layer(middleware::from_fn(check_request_id))
 }
+
+/// Logs a failed request: 503s (refused under load, the store away, the caps reached) at most one
+/// line per [`REFUSALS_LOG_EVERY`] with how many there were, since a storm makes thousands a second;
+/// any other failure (a 500, a panic) at ERROR, every time.
+fn log_failure(
+    class: tower_http::classify::ServerErrorsFailureClass,
+    latency: Duration,
+    _span: &tracing::Span,
+) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tower_http::classify::ServerErrorsFailureClass as C;
+    static REFUSED: AtomicU64 = AtomicU64::new(0);
+    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    match class {
+        C::StatusCode(StatusCode::SERVICE_UNAVAILABLE) => {
+            let n = REFUSED.fetch_add(1, Ordering::Relaxed) + 1;
+            let mut last = LAST.lock().expect("refusal log");
+            if last.is_none_or(|t| t.elapsed() >= REFUSALS_LOG_EVERY) {
+                *last = Some(std::time::Instant::now());
+                REFUSED.fetch_sub(n, Ordering::Relaxed);
+                tracing::warn!(
+                    refused = n,
+                    "requests answered 503 (overloaded, busy, store unavailable or too many \
+                     connections) since the last such line"
+                );
+            }
+        }
+        other => {
+            tracing::error!(class = %other, latency_ms = latency.as_millis() as u64, "request failed")
+        }
+    }
+}
+
+/// How often refused (503) requests are logged, with their count.
+pub const REFUSALS_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// A browsable view of the spec that needs nothing from the network: it fetches `/openapi.json`
 /// and renders the operations and schemas with a few lines of plain JavaScript.

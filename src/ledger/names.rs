@@ -17,6 +17,8 @@ pub fn principal_name(s: &str) -> Result<String, String> {
         && s.len() <= 128
         && !s.starts_with(' ')
         && !s.ends_with(' ')
+        // Names that render alike are one name: no runs of spaces (`data team`, `data  team`).
+        && !s.contains("  ")
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || " ._@:+-".contains(c));
     if ok {
@@ -24,7 +26,7 @@ pub fn principal_name(s: &str) -> Result<String, String> {
     } else {
         Err(
             "must be 1-128 characters from letters, digits, space and ._@:+- (no leading or \
-             trailing space)"
+             trailing space, no two spaces in a row)"
                 .into(),
         )
     }

@@ -22,8 +22,10 @@
 //!
 //! Any failure is the same 401 for the caller; the reason is logged (never the token).
 //!
-//! Keys: a file is read at start and again when a token names an unknown `kid` (so keys are
-//! rotated by rewriting the file); a URL is fetched at start, when the keys are older than
+//! A header listing critical extensions (`crit`) is refused: none is understood here.
+//!
+//! Keys: a file is read at start, again every [`FILE_RELOAD_AFTER`] and when a token names an
+//! unknown `kid` (so keys are rotated, and removed, by rewriting the file); a URL is fetched at start, when the keys are older than
 //! [`REFRESH_AFTER`], and when a token names an unknown `kid` — at most once per
 //! [`MIN_REFETCH`], so tokens with made-up `kid`s cannot make the service hammer the provider.
 //! A failed refresh keeps the keys it had. URLs must be `https://` (plain `http://` only to a
@@ -46,6 +48,9 @@ pub const LEEWAY_SECS: u64 = 30;
 pub const REFRESH_AFTER: Duration = Duration::from_secs(600);
 /// Fewest seconds between two fetches of the key set.
 pub const MIN_REFETCH: Duration = Duration::from_secs(30);
+/// A key file is read again when its keys are older than this (or the configured minimum
+/// interval, if shorter), so a key removed from it is refused within seconds.
+pub const FILE_RELOAD_AFTER: Duration = Duration::from_secs(5);
 /// Largest key set read.
 pub const MAX_JWKS_BYTES: usize = 1 << 20;
 /// Longest a fetch of the key set may take.
@@ -320,9 +325,17 @@ impl Oidc {
             }
         };
         let since = last.map_or(Duration::MAX, |t| t.elapsed());
-        let stale = self.keys.read().expect("keys lock").loaded.elapsed() >= REFRESH_AFTER
-            && matches!(self.config.jwks, JwksSource::Url(_));
-        if since < self.config.min_refetch || !(force || stale) {
+        // A file is local and small: read again every few seconds, so a key removed from it is
+        // refused soon even while tokens keep naming it; a URL is the provider's, fetched rarely.
+        let (stale_after, min_wait) = match self.config.jwks {
+            JwksSource::File(_) => {
+                let every = FILE_RELOAD_AFTER.min(self.config.min_refetch);
+                (every, every)
+            }
+            JwksSource::Url(_) => (REFRESH_AFTER, self.config.min_refetch),
+        };
+        let stale = self.keys.read().expect("keys lock").loaded.elapsed() >= stale_after;
+        if since < min_wait || !(force || stale) {
             return;
         }
         *last = Some(Instant::now());
@@ -340,6 +353,7 @@ impl Oidc {
             return Err(format!("longer than {MAX_JWT_BYTES} bytes"));
         }
         let header = jsonwebtoken::decode_header(token).map_err(|e| format!("header: {e}"))?;
+        refuse_critical_extensions(token)?;
         let kid = header.kid.as_deref();
         self.refresh(false).await;
         let mut known = self.keys.read().expect("keys lock").find(kid).is_some();
@@ -404,6 +418,24 @@ impl Oidc {
             name,
             role,
         })
+    }
+}
+
+/// Refuses a JWT whose header lists extensions that must be understood (`crit`, RFC 7515
+/// §4.1.11): this service understands none, and a recipient that does not must reject the token.
+fn refuse_critical_extensions(token: &str) -> Result<(), String> {
+    use base64::Engine;
+    let head = token.split('.').next().unwrap_or("");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(head)
+        .map_err(|e| format!("header: {e}"))?;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes).map_err(|e| format!("header: {e}"))?;
+    match header.get("crit") {
+        None => Ok(()),
+        Some(c) => Err(format!(
+            "its header lists critical extensions {c} that this service does not understand"
+        )),
     }
 }
 

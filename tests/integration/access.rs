@@ -73,6 +73,47 @@ fn dataset_routes(id: &str) -> Vec<(&'static str, String, Option<Value>)> {
     ]
 }
 
+/// Credentials and names that could be read two ways are refused (issue 34, row 9): two
+/// `Authorization` headers (400, whichever the first is), and principal names that render alike
+/// (runs of spaces, or leading and trailing ones: 422 naming the field).
+#[tokio::test]
+async fn ambiguous_credentials_and_names_are_refused() {
+    let (app, _) = sqlite_app("ambiguous").await;
+    let admin = format!("Bearer {}", app.token);
+    for pair in [
+        [admin.as_str(), "Bearer pl_nope"],
+        ["Bearer pl_nope", admin.as_str()],
+    ] {
+        let (s, b) = app
+            .call(
+                "GET",
+                "/v1/datasets",
+                None,
+                &[("authorization", pair[0]), ("authorization", pair[1])],
+            )
+            .await;
+        assert_eq!(
+            (s, b["error"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("duplicate_header")),
+            "{b}"
+        );
+    }
+    for name in ["data  team", " data team", "data team "] {
+        let (s, b) = app
+            .post("/v1/tokens", json!({"name": name, "role": "analyst"}))
+            .await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{name:?}: {b}");
+        assert_eq!(b["details"]["path"], "$.name", "{b}");
+    }
+    let (s, b) = app
+        .post(
+            "/v1/tokens",
+            json!({"name": "data team", "role": "analyst"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+}
+
 /// The stateless accountant costs CPU: role `none` without any grant gets 403 on every route of
 /// it (issue 34, row 6); a grant on some dataset (any role) or a global role that reads opens it.
 #[tokio::test]

@@ -141,3 +141,40 @@ fn adversarial_sizes_fail_fast_with_a_clear_error() {
     assert!(err.contains("grid points"), "{err}");
     assert!(t.elapsed().as_secs() < 10, "must fail fast");
 }
+
+/// An expiry beyond what the API allows is a clear error, not a panic (issue 34, row 9).
+#[test]
+fn token_expiry_is_bounded_like_the_api() {
+    let dir = super::api::temp_dir("cli-expiry");
+    let db = format!("sqlite://{}", dir.join("ledger.db").display());
+    for days in ["4294967295", "3651", "0"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_privacy-ledger"))
+            .args(["token", "create", "--name", "ci", "--expires-in-days", days])
+            .args(["--database-url", &db])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{days}: {err}");
+        assert!(
+            err.contains("--expires-in-days") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_privacy-ledger"))
+        .args([
+            "token",
+            "create",
+            "--name",
+            "ci",
+            "--expires-in-days",
+            "3650",
+        ])
+        .args(["--database-url", &db])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -302,6 +302,23 @@ async fn forged_misdirected_stale_and_malformed_jwts_are_refused() {
     let sig = a_rest.rsplit_once('.').unwrap().1;
     let b_claims = b.split('.').nth(1).unwrap();
     cases.push(("a swapped payload", format!("{a_head}.{b_claims}.{sig}")));
+    // Signed by the provider's key, but its header lists a critical extension (RFC 7515
+    // §4.1.11) that the service does not understand: it must be refused.
+    let crit_head = B64.encode(
+        json!({"alg": "RS256", "typ": "JWT", "kid": rsa.kid, "crit": ["x-bound"], "x-bound": true})
+            .to_string(),
+    );
+    let crit_body = B64.encode(good.to_string());
+    let crit_sig = jsonwebtoken::crypto::sign(
+        format!("{crit_head}.{crit_body}").as_bytes(),
+        &rsa.encoding,
+        Algorithm::RS256,
+    )
+    .unwrap();
+    cases.push((
+        "an unknown critical header extension",
+        format!("{crit_head}.{crit_body}.{crit_sig}"),
+    ));
 
     for (what, t) in &cases {
         let (s, body) = app
@@ -373,6 +390,39 @@ async fn rewriting_the_key_file_rotates_keys() {
     );
     assert_eq!(
         status(&app, "GET", "/v1/datasets", None, &sign(&old, &c)).await,
+        StatusCode::UNAUTHORIZED
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A key removed from the file is refused soon although tokens keep naming it (issue 34, row 3):
+/// the file is read again on a timer, not only for an unknown `kid`.
+#[tokio::test]
+async fn a_key_removed_from_the_file_is_refused_within_seconds() {
+    let kept = rsa_key("kept");
+    let removed = ec_key("removed");
+    let dir = temp_dir("jwks");
+    let file = dir.join("jwks.json");
+    std::fs::write(&file, jwks(&[&kept, &removed]).to_string()).unwrap();
+    let app = app_with(config(JwksSource::File(file.clone()))).await;
+    let mut c = claims("ops");
+    c["privacy_ledger_role"] = json!("auditor");
+    for key in [&kept, &removed] {
+        assert_eq!(
+            status(&app, "GET", "/v1/datasets", None, &sign(key, &c)).await,
+            StatusCode::OK
+        );
+    }
+    std::fs::write(&file, jwks(&[&kept]).to_string()).unwrap();
+    // The configured minimum interval here is 300 ms (5 s in production).
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The first request after the interval reloads the file (only known kids are named).
+    assert_eq!(
+        status(&app, "GET", "/v1/datasets", None, &sign(&kept, &c)).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(&app, "GET", "/v1/datasets", None, &sign(&removed, &c)).await,
         StatusCode::UNAUTHORIZED
     );
     std::fs::remove_dir_all(dir).unwrap();
