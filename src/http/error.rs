@@ -225,7 +225,8 @@ impl From<LedgerError> for ApiError {
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "store_unavailable",
-                    "the ledger store is unavailable; retry later",
+                    "the ledger store is unavailable; a change may have committed before it stopped \
+                     answering: retry later with the same Idempotency-Key",
                 )
                 .with_retry_after(1)
             }
@@ -242,7 +243,7 @@ impl From<LedgerError> for ApiError {
             LedgerError::Busy => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "busy",
-                "too many concurrent writers on this dataset; retry",
+                "too many concurrent writers on this dataset; retry with the same Idempotency-Key",
             )
             .with_retry_after(1),
             LedgerError::Corrupt(id, m) => {
@@ -421,7 +422,11 @@ pub fn for_status(status: StatusCode) -> ApiError {
             ("method_not_allowed", "method not allowed on this route")
         }
         StatusCode::PAYLOAD_TOO_LARGE => ("payload_too_large", "the request body is too large"),
-        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
+        StatusCode::REQUEST_TIMEOUT => (
+            "timeout",
+            "the request took too long; a change may have committed: retry with the same \
+             Idempotency-Key to get its outcome",
+        ),
         StatusCode::URI_TOO_LONG => ("uri_too_long", "the request target is too long"),
         StatusCode::SERVICE_UNAVAILABLE => ("unavailable", "the service is unavailable"),
         s if s.is_server_error() => ("internal", "something went wrong on our side"),

@@ -124,7 +124,7 @@ pub async fn get_dataset(
 /// the first outcome.
 #[utoipa::path(patch, path = "/v1/datasets/{id}", tag = "datasets",
     params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters. A 503, a 408 or a dropped connection may hide a change that committed: retry with the same key (kept as long as the ledger) to get its outcome (200) instead of a second change", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = UpdateDatasetRequest,
     responses((status = 200, description = "The updated dataset", body = DatasetView),
               (status = 404, description = "No such dataset", body = ErrorBody),
@@ -166,7 +166,7 @@ fn optional_body(body: &axum::body::Bytes) -> ApiResult<Value> {
 /// stops early is not charged for the chunks it did not run.
 #[utoipa::path(post, path = "/v1/datasets/{id}/runs", tag = "charges",
     params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters. A 503, a 408 or a dropped connection may hide a change that committed: retry with the same key (kept as long as the ledger) to get its outcome (200) instead of a second change", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = RunRequestWire,
     responses((status = 201, description = "Declared", body = crate::ledger::RunView),
               (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = crate::ledger::RunView),
@@ -205,7 +205,7 @@ pub async fn get_run(
 #[utoipa::path(post, path = "/v1/datasets/{id}/runs/{run_id}/chunks", tag = "charges",
     params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("run_id" = String, Path, description = "Run id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters. A 503, a 408 or a dropped connection may hide a change that committed: retry with the same key (kept as long as the ledger) to get its outcome (200) instead of a second change", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body(content = Option<ChunkRequestWire>, description = "Optional (no body, or null, is `{}`): `{\"reserve\": true}` to reserve the chunk"),
     responses((status = 201, description = "Admitted and recorded", body = ChargeCreated),
               (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = ChargeCreated),
@@ -331,7 +331,7 @@ pub async fn release_charge(
 /// written). With an `Idempotency-Key` header a retry returns the first outcome and charges nothing.
 #[utoipa::path(post, path = "/v1/datasets/{id}/charges", tag = "charges",
     params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters. A 503, a 408 or a dropped connection may hide a change that committed: retry with the same key (kept as long as the ledger) to get its outcome (200) instead of a second change", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = ChargeRequestWire,
     responses((status = 201, description = "Admitted and recorded", body = ChargeCreated),
               (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = ChargeCreated),
@@ -359,7 +359,7 @@ pub async fn create_charge(
 /// a retry returns the first outcome and charges nothing. Blocks nobody charged yet are created
 /// with the dataset's per-block budget.
 #[utoipa::path(post, path = "/v1/charges", tag = "charges",
-    params(("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters. A 503, a 408 or a dropped connection may hide a change that committed: retry with the same key (kept as long as the ledger) to get its outcome (200) instead of a second change", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = MultiChargeRequestWire,
     responses((status = 201, description = "Admitted and recorded on every ledger", body = crate::ledger::multi::MultiChargeBody),
               (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = crate::ledger::multi::MultiChargeBody),
@@ -717,7 +717,7 @@ pub async fn list_quotas(
 #[utoipa::path(put, path = "/v1/datasets/{id}/quotas/{principal}", tag = "access",
     params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("principal" = String, Path, description = "The principal's name", pattern = r"^[A-Za-z0-9._@:+-]([A-Za-z0-9 ._@:+-]{0,126}[A-Za-z0-9._@:+-])?$", min_length = 1, max_length = 128),
-           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
+           ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: 1-255 visible ASCII characters. A 503, a 408 or a dropped connection may hide a change that committed: retry with the same key (kept as long as the ledger) to get its outcome (200) instead of a second change", pattern = r"^[!-~]{1,255}$", min_length = 1, max_length = 255)),
     request_body = QuotaRequestWire,
     responses((status = 200, description = "The quota", body = crate::ledger::quotas::QuotaView),
               (status = 409, description = "The quotas would not fit the budget (`quota_conflict`)", body = ErrorBody),
