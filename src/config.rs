@@ -86,6 +86,15 @@ pub struct ServeConfig {
         default_value = "sub"
     )]
     pub oidc_principal_claim: String,
+    /// Put before that claim's value to make the principal's name: the provider's principals in
+    /// their own namespace. Empty: the provider's names are local principals' names (a JWT with
+    /// `sub` = a token's name gets that token's grants; only where users cannot choose the claim).
+    #[arg(
+        long,
+        env = "PRIVACY_LEDGER_OIDC_PRINCIPAL_PREFIX",
+        default_value = crate::ledger::oidc::OIDC_NAMESPACE
+    )]
+    pub oidc_principal_prefix: String,
     /// The JWT claim holding the global role (admin, analyst, auditor; absent: grants only).
     #[arg(
         long,
@@ -231,6 +240,7 @@ impl ServeConfig {
             audience: audience.clone(),
             jwks,
             principal_claim: self.oidc_principal_claim.clone(),
+            principal_prefix: self.oidc_principal_prefix.clone(),
             role_claim: self.oidc_role_claim.clone(),
             max_lifetime: std::time::Duration::from_secs(self.oidc_max_token_lifetime_secs),
             min_refetch: crate::ledger::oidc::MIN_REFETCH,

@@ -89,6 +89,15 @@ fn fresh(name: &str, role: &str, expires_at: Option<String>) -> Result<NewToken,
         ));
     }
     principal_name(name).map_err(|r| LedgerError::Invalid("name".into(), r))?;
+    if name.starts_with(super::oidc::OIDC_NAMESPACE) {
+        return Err(LedgerError::Invalid(
+            "$.name".into(),
+            format!(
+                "must not start with {:?}: that namespace is the identity provider's principals'",
+                super::oidc::OIDC_NAMESPACE
+            ),
+        ));
+    }
     let secret = format!(
         "pl_{}{}",
         uuid::Uuid::new_v4().simple(),

@@ -14,9 +14,10 @@
 //! - it expires within the configured maximum lifetime from now (default one hour). A JWT
 //!   cannot be revoked here, so this bounds how long one outlives its revocation at the provider.
 //!
-//! The principal is the value of a claim (default `sub`), checked like a token's name: grants,
-//! quotas and the audit log refer to it, and one of our tokens with the same name is the same
-//! principal. The global role is the one value of a claim (default `privacy_ledger_role`; a string,
+//! The principal is the value of a claim (default `sub`) after a prefix (default `oidc:`),
+//! checked like a token's name: grants, quotas and the audit log refer to it. Local token names
+//! may not start with `oidc:`, so a provider's user never becomes a local principal by choosing
+//! its `sub`; an operator who wants the provider's names to be local ones sets the prefix empty. The global role is the one value of a claim (default `privacy_ledger_role`; a string,
 //! or an array from which the values that are roles are taken) that is a role; none → `none`
 //! (grants only); two or more → refused, rather than guessing which one the provider meant.
 //!
@@ -42,6 +43,9 @@ use std::path::PathBuf;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
+/// The default namespace of the provider's principals (`oidc:` + the claim); local token names
+/// may not start with it.
+pub const OIDC_NAMESPACE: &str = "oidc:";
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 pub const LEEWAY_SECS: u64 = 30;
 /// Keys fetched from a URL are refreshed when older than this.
@@ -75,6 +79,11 @@ pub struct OidcConfig {
     pub jwks: JwksSource,
     /// The claim naming the principal (default `sub`).
     pub principal_claim: String,
+    /// Put before the claim's value to make the principal's name ([`OIDC_NAMESPACE`] by
+    /// default): the provider's principals live in their own namespace, so a JWT whose `sub` is a
+    /// local token's name does not get that token's grants. An operator who maps the provider's
+    /// names onto local ones on purpose sets it empty.
+    pub principal_prefix: String,
     /// The claim holding the global role (default `privacy_ledger_role`).
     pub role_claim: String,
     /// Longest a token may still be valid when presented.
@@ -94,6 +103,16 @@ impl OidcConfig {
         }
         if self.principal_claim.is_empty() || self.role_claim.is_empty() {
             return Err("--oidc-principal-claim and --oidc-role-claim must not be empty".into());
+        }
+        if !self.principal_prefix.is_empty()
+            && (self.principal_prefix.len() > 32
+                || principal_name(&format!("{}x", self.principal_prefix)).is_err())
+        {
+            return Err(
+                "--oidc-principal-prefix must be at most 32 characters of a principal's name \
+                 (letters, digits, space and ._@:+-)"
+                    .into(),
+            );
         }
         if self.max_lifetime.is_zero() {
             return Err("--oidc-max-token-lifetime-secs must be at least 1".into());
@@ -401,7 +420,7 @@ impl Oidc {
             .get(&self.config.principal_claim)
             .and_then(serde_json::Value::as_str)
             .ok_or_else(|| format!("no string claim {:?}", self.config.principal_claim))?;
-        let name = principal_name(name)
+        let name = principal_name(&format!("{}{name}", self.config.principal_prefix))
             .map_err(|r| format!("claim {:?} {r}", self.config.principal_claim))?;
         let role = role_of(claims.get(&self.config.role_claim))
             .map_err(|r| format!("claim {:?}: {r}", self.config.role_claim))?;
@@ -497,6 +516,7 @@ mod tests {
             audience: "privacy-ledger".into(),
             jwks: JwksSource::Url(u.into()),
             principal_claim: "sub".into(),
+            principal_prefix: OIDC_NAMESPACE.into(),
             role_claim: "privacy_ledger_role".into(),
             max_lifetime: Duration::from_secs(3600),
             min_refetch: MIN_REFETCH,

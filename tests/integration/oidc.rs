@@ -90,6 +90,7 @@ fn config(jwks: JwksSource) -> OidcConfig {
         audience: AUDIENCE.into(),
         jwks,
         principal_claim: "sub".into(),
+        principal_prefix: privacy_ledger::ledger::oidc::OIDC_NAMESPACE.into(),
         role_claim: "privacy_ledger_role".into(),
         max_lifetime: Duration::from_secs(3600),
         min_refetch: Duration::from_millis(300),
@@ -156,7 +157,7 @@ async fn jwts_from_the_provider_act_as_their_principal_with_their_role() {
         status(
             &app,
             "PUT",
-            "/v1/datasets/clinic/grants/erin",
+            "/v1/datasets/clinic/grants/oidc:erin",
             Some(&grant),
             &admin
         )
@@ -191,14 +192,58 @@ async fn jwts_from_the_provider_act_as_their_principal_with_their_role() {
     let (_, page) = app.get("/v1/audit?dataset_id=clinic").await;
     let items = page["items"].as_array().unwrap();
     assert_eq!(items[0]["action"], "dataset.created");
-    assert_eq!(items[0]["principal"], "dana@example.org");
+    assert_eq!(items[0]["principal"], "oidc:dana@example.org");
     assert_eq!(items[0]["credential"], "jwt:jwt-0001");
     let charged = items
         .iter()
         .find(|r| r["action"] == "unit.admitted")
         .unwrap();
-    assert_eq!(charged["principal"], "erin");
+    assert_eq!(charged["principal"], "oidc:erin");
     assert!(charged["credential"].as_str().unwrap().starts_with("jwt:"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The provider's principals live in their own namespace (issue 34, row 7): a JWT whose `sub` is
+/// a local token's name does not get that token's grants, and no local token may be named into
+/// the provider's namespace.
+#[tokio::test]
+async fn a_jwt_cannot_take_a_local_principals_grants() {
+    let rsa = rsa_key("rsa-1");
+    let dir = temp_dir("jwks");
+    let file = dir.join("jwks.json");
+    std::fs::write(&file, jwks(&[&rsa]).to_string()).unwrap();
+    let app = app_with(config(JwksSource::File(file))).await;
+    app.dataset("clinic", 1.0).await;
+    let local = app.bearer("analytics", "none").await;
+    let (s, _) = app
+        .call(
+            "PUT",
+            "/v1/datasets/clinic/grants/analytics",
+            Some(&json!({"role": "analyst"})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let charge = json!({"event": {"type": "gdp", "mu": 0.1}});
+    let uri = "/v1/datasets/clinic/charges";
+    let (s, _) = app
+        .call("POST", uri, Some(&charge), &[("authorization", &local)])
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    // The same name as `sub`: another principal (`oidc:analytics`), with no grant.
+    let jwt = sign(&rsa, &claims("analytics"));
+    assert_eq!(
+        status(&app, "POST", uri, Some(&charge), &jwt).await,
+        StatusCode::NOT_FOUND
+    );
+    let (s, b) = app
+        .post(
+            "/v1/tokens",
+            json!({"name": "oidc:analytics", "role": "analyst"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert_eq!(b["details"]["path"], "$.name");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
