@@ -768,6 +768,7 @@ fn audit_time(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<Strin
     params(("dataset_id" = Option<String>, Query, description = "Only this dataset's (or block's, `dataset@block`) records", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("principal" = Option<String>, Query, description = "Only this principal's records", max_length = 256),
            ("since" = Option<String>, Query, description = "Records at or after this RFC 3339 time", format = DateTime),
+           ("action" = Option<String>, Query, description = "Only records whose action starts with this (e.g. `unit.`)", min_length = 1, max_length = 64),
            ("until" = Option<String>, Query, description = "Records before this RFC 3339 time", format = DateTime),
            ("after" = Option<i64>, Query, description = "Records with id > after (the previous page's next_cursor)", minimum = 0),
            ("limit" = Option<i64>, Query, description = "Most records returned (1-10000; default 100, or 10000 with format=jsonl). A JSON page holds at most 1000: next_cursor continues", minimum = 1, maximum = 10000),
@@ -789,6 +790,7 @@ pub async fn list_audit(
             "principal",
             "since",
             "until",
+            "action",
             "after",
             "limit",
             "format",
@@ -836,6 +838,15 @@ pub async fn list_audit(
         principal: q.get("principal").cloned(),
         since: audit_time(&q, "since")?,
         until: audit_time(&q, "until")?,
+        action_prefix: match q.get("action") {
+            Some(a) if a.is_empty() || a.len() > 64 || a.chars().any(char::is_control) => {
+                return Err(ApiError::invalid_param(
+                    "query.action",
+                    "must be 1-64 characters without control characters",
+                ))
+            }
+            a => a.cloned(),
+        },
         after,
         limit,
     };

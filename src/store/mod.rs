@@ -826,6 +826,8 @@ pub struct AuditQuery {
     /// RFC 3339 times: `since ≤ at < until`.
     pub since: Option<String>,
     pub until: Option<String>,
+    /// Records whose action starts with this (`unit.` for every unit's).
+    pub action_prefix: Option<String>,
     pub after: i64,
     pub limit: i64,
 }

@@ -1010,6 +1010,9 @@ impl<E: Engine> Store for E {
             &q.since,
             &q.until,
             &q.until,
+            &q.action_prefix,
+            &q.action_prefix,
+            &q.action_prefix,
             q.limit
         );
         all(self, sql::AUDIT_QUERY, args, Columns::audit).await

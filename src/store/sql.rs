@@ -23,7 +23,8 @@ pub const AUDIT_COLUMNS: &str = "id, chain, seq, at, principal, credential, acti
 pub const AUDIT_QUERY: &str = "SELECT id, chain, seq, at, principal, credential, action, \
     dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
     FROM audit WHERE id > ? AND (? IS NULL OR dataset_id = ?) AND (? IS NULL OR principal = ?) \
-    AND (? IS NULL OR at >= ?) AND (? IS NULL OR at < ?) ORDER BY id LIMIT ?";
+    AND (? IS NULL OR at >= ?) AND (? IS NULL OR at < ?) \
+    AND (? IS NULL OR substr(action, 1, length(?)) = ?) ORDER BY id LIMIT ?";
 /// Datasets (and blocks) that must have an audit chain and have none: an entry written with a
 /// principal (schema 5 on, each with its record) or a version at or past `states_from`.
 pub const DATASETS_WITHOUT_CHAIN: &str = "SELECT d.id FROM datasets d WHERE NOT EXISTS \

@@ -469,6 +469,27 @@ async fn contract(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(later.is_empty());
+    // By the start of the action, on the server (a page holds only matches).
+    let actions = |prefix: &'static str| {
+        let (store, id) = (&store, id.clone());
+        async move {
+            store
+                .list_audit(&AuditQuery {
+                    dataset_id: Some(id),
+                    action_prefix: Some(prefix.into()),
+                    limit: 10,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.draft.action)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(actions("unit.").await, vec!["unit.rejected"]);
+    assert_eq!(actions("quota").await, vec!["quota.set"]);
+    assert!(actions("%").await.is_empty(), "no pattern characters");
 
     // Shared bodies: written with the entry that carries one (all or nothing), kept once
     // whatever number of entries share them, found by digest.

@@ -232,6 +232,51 @@ async fn a_token_sees_only_what_it_may_read_and_text_is_escaped() {
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
 }
 
+/// The audit page filters on the server (issue 34, row 8): a match behind more than a page of
+/// other records is on the first page; a record in the first second of a day is that day's.
+#[tokio::test]
+async fn audit_filters_are_server_side_and_days_start_at_midnight() {
+    let dir = crate::api::temp_dir("ui-audit");
+    let url = format!("sqlite://{}", dir.join("l.db").display());
+    let app = TestApp::over_store(
+        privacy_ledger::app::open_store(&url).await.unwrap(),
+        Limits::default(),
+        dir,
+    )
+    .await;
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let insert = |seq: i64, at: &'static str, action: &'static str| {
+        let raw = raw.clone();
+        async move {
+            sqlx::query(
+                "INSERT INTO audit (chain, seq, at, principal, action, prev_hash, hash) \
+                 VALUES ('noise', ?, ?, 'p', ?, '', '')",
+            )
+            .bind(seq)
+            .bind(at)
+            .bind(action)
+            .execute(&raw)
+            .await
+            .unwrap();
+        }
+    };
+    for i in 1..=250 {
+        insert(i, "2026-11-27T12:00:00.000Z", "unit.admitted").await;
+    }
+    insert(251, "2026-11-28T00:00:00.500Z", "test.midnight").await;
+    let admin = session(&app, &app.token).await;
+    let (s, b) = page(&app, &admin, "/ui/audit?action=test.").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        b.contains("test.midnight") && !b.contains("No records match."),
+        "{b}"
+    );
+    let (_, b) = page(&app, &admin, "/ui/audit?from=2026-11-28&to=2026-11-28").await;
+    assert!(b.contains("test.midnight") && !b.contains("unit.admitted"));
+    let (_, b) = page(&app, &admin, "/ui/audit?from=2026-11-27&to=2026-11-27").await;
+    assert!(!b.contains("test.midnight") && b.contains("unit.admitted"));
+}
+
 #[tokio::test]
 async fn shown_figures_agree_with_the_api_to_the_digits_shown() {
     let app = spawn_app().await;

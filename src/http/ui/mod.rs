@@ -402,7 +402,10 @@ async fn audit(Session(actor): Session, State(s): State<AppState>, uri: Uri) -> 
             ApiError::invalid_param("query", format!("{s:?} is not a day (YYYY-MM-DD)"))
         })?;
         let d = if next { d.succ_opt().unwrap_or(d) } else { d };
-        Ok(Some(format!("{}T00:00:00Z", d.format("%Y-%m-%d"))))
+        // Written like the stored times (milliseconds, `Z`), so the strings compare as the
+        // instants do: `…T00:00:00Z` sorts after `…T00:00:00.500Z` and would put a record of
+        // the day's first second under the day before.
+        Ok(Some(format!("{}T00:00:00.000Z", d.format("%Y-%m-%d"))))
     };
     let (since, until) = match (day(&f.from, false), day(&f.to, true)) {
         (Ok(a), Ok(b)) => (a, b),
@@ -414,6 +417,7 @@ async fn audit(Session(actor): Session, State(s): State<AppState>, uri: Uri) -> 
         principal: nonempty(&f.principal),
         since,
         until,
+        action_prefix: nonempty(&f.action),
         after: f.after.max(0),
         limit: AUDIT_PAGE,
     };
