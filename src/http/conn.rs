@@ -96,15 +96,12 @@ impl Drop for Slot {
 /// A slot for a connection from `ip` under both caps, if one is free.
 fn slot(total: &Arc<Semaphore>, addresses: &Addresses, ip: IpAddr, per: usize) -> Option<Slot> {
     let mut m = addresses.lock().expect("addresses");
-    let n = m.entry(ip).or_insert(0);
-    if *n >= per {
-        if *n == 0 {
-            m.remove(&ip);
-        }
+    // No entry is made for a refused address (the map holds only addresses with a connection).
+    if m.get(&ip).is_some_and(|n| *n >= per) {
         return None;
     }
     let permit = total.clone().try_acquire_owned().ok()?;
-    *n += 1;
+    *m.entry(ip).or_insert(0) += 1;
     drop(m);
     Some(Slot {
         _permit: permit,
@@ -217,4 +214,29 @@ fn with_peer(
         req.extensions_mut().insert(ConnectInfo(peer));
         router.clone().oneshot(req.map(axum::body::Body::new))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_hold_both_caps_and_leave_no_trace() {
+        let total = Arc::new(Semaphore::new(2));
+        let addresses: Addresses = Arc::default();
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) = (
+            "192.0.2.1".parse().unwrap(),
+            "192.0.2.2".parse().unwrap(),
+            "192.0.2.3".parse().unwrap(),
+        );
+        let first = slot(&total, &addresses, a, 1).expect("free");
+        assert!(slot(&total, &addresses, a, 1).is_none(), "per address");
+        let second = slot(&total, &addresses, b, 1).expect("free");
+        assert!(slot(&total, &addresses, c, 1).is_none(), "in all");
+        // A refused address leaves no entry; a closed connection gives its place back.
+        assert_eq!(addresses.lock().unwrap().len(), 2);
+        drop((first, second));
+        assert!(addresses.lock().unwrap().is_empty());
+        assert!(slot(&total, &addresses, c, 1).is_some());
+    }
 }
