@@ -105,21 +105,20 @@ pub(crate) async fn actor(
     s: &AppState,
     secret: &str,
 ) -> Result<crate::ledger::principal::Actor, ApiError> {
-    // Per client address, before the credential is looked up: an address that keeps failing
-    // waits (429) instead of making the store work per guess.
-    let address = parts
+    let peer = parts
         .extensions
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip().to_string());
+        .map(|c| c.0);
+    // Per client address, before the credential is looked up: an address that keeps failing
+    // waits (429) instead of making the store work per guess.
+    let address = peer.map(|p| p.ip().to_string());
     if let Some(a) = &address {
         s.auth_failures.peek(a).map_err(|wait| {
-            ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
+            throttled(
                 "too_many_failed_authentications",
-                format!("too many failed authentications from this address; retry in {wait} s"),
+                "failed authentications from this address",
+                wait,
             )
-            .with_details(serde_json::json!({"retry_after_seconds": wait}))
-            .with_retry_after(wait)
         })?;
     }
     let p = match s.ledgers.authenticate(secret).await {
@@ -132,29 +131,31 @@ pub(crate) async fn actor(
         }
     };
     // Per principal: a caller cannot escape its limit by making more tokens (or JWTs).
-    s.limiter.check(&p.name).map_err(|wait| {
-        ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!("too many requests from this principal; retry in {wait} s"),
-        )
-        .with_details(serde_json::json!({"retry_after_seconds": wait}))
-        .with_retry_after(wait)
-    })?;
+    s.limiter
+        .check(&p.name)
+        .map_err(|wait| throttled("rate_limited", "requests from this principal", wait))?;
     let request_id = parts
         .headers
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let client = parts
-        .extensions
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.to_string());
+    let client = peer.map(|p| p.to_string());
     Ok(crate::ledger::principal::Actor {
         principal: p,
         request_id,
         client,
     })
+}
+
+/// 429 `code`: too many `what`; retry in `wait` seconds (also in `Retry-After`).
+fn throttled(code: &'static str, what: &str, wait: u64) -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        code,
+        format!("too many {what}; retry in {wait} s"),
+    )
+    .with_details(serde_json::json!({"retry_after_seconds": wait}))
+    .with_retry_after(wait)
 }
 
 /// Adds the bearer scheme to the spec, so generated clients send the token.

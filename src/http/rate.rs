@@ -40,15 +40,9 @@ impl RateLimiter {
         let b = self.buckets.lock().expect("rate buckets");
         match b.get(key) {
             None => Ok(()),
-            Some((tokens, last)) => {
-                let now = Instant::now();
-                let t =
-                    (tokens + now.duration_since(*last).as_secs_f64() * self.rate).min(self.burst);
-                if t >= 1.0 {
-                    Ok(())
-                } else {
-                    Err(((1.0 - t) / self.rate).ceil().max(1.0) as u64)
-                }
+            Some(&(tokens, last)) => {
+                self.take(self.refilled(tokens, last, Instant::now()), 0.0)
+                    .1
             }
         }
     }
@@ -62,13 +56,26 @@ impl RateLimiter {
             b.retain(|_, (_, t)| now.duration_since(*t).as_secs_f64() < full_after);
         }
         let (tokens, last) = b.entry(key.to_owned()).or_insert((self.burst, now));
-        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.rate).min(self.burst);
-        *last = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            Ok(())
+        let (left, verdict) = self.take(self.refilled(*tokens, *last, now), 1.0);
+        (*tokens, *last) = (left, now);
+        verdict
+    }
+
+    /// A bucket holding `tokens` at `last`, refilled until `now` (at most `burst`).
+    fn refilled(&self, tokens: f64, last: Instant, now: Instant) -> f64 {
+        (tokens + now.duration_since(last).as_secs_f64() * self.rate).min(self.burst)
+    }
+
+    /// Takes `cost` (0 to only look) from a bucket holding `tokens` if it holds a whole request:
+    /// what is left, and the verdict (how many whole seconds to wait if not).
+    fn take(&self, tokens: f64, cost: f64) -> (f64, Result<(), u64>) {
+        if tokens >= 1.0 {
+            (tokens - cost, Ok(()))
         } else {
-            Err(((1.0 - *tokens) / self.rate).ceil().max(1.0) as u64)
+            (
+                tokens,
+                Err(((1.0 - tokens) / self.rate).ceil().max(1.0) as u64),
+            )
         }
     }
 }

@@ -160,11 +160,9 @@ impl Ledgers {
                 }
                 None => None,
             };
-            let at = row.as_ref().map(|r| (r.id.clone(), r.version));
-            let at = || {
-                at.clone()
-                    .ok_or_else(|| super::error::internal("a plan on no ledger"))
-            };
+            // The ledger and version an `Append` or `CreateBlock` plan writes at.
+            let at = scope.row.zip(row.as_ref().map(|r| r.version));
+            let at = || at.ok_or_else(|| super::error::internal("a plan on no ledger"));
             match plan(row).await? {
                 Plan::Answer(answer) => return Ok(Written::Planned(answer, false)),
                 Plan::Append {
@@ -173,7 +171,7 @@ impl Ledgers {
                     answer,
                 } => {
                     let (id, version) = at()?;
-                    if self.append(&id, version, &entry, &update).await? {
+                    if self.append(id, version, &entry, &update).await? {
                         return Ok(Written::Planned(answer, true));
                     }
                 }
@@ -194,7 +192,7 @@ impl Ledgers {
                     let b = NewBlock {
                         row: &block.row,
                         state: &block.state,
-                        parent: (&id, version),
+                        parent: (id, version),
                         quotas: &block.quotas,
                         audit: Some(&block.audit),
                         record: Some(&block.record),
