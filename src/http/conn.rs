@@ -15,6 +15,10 @@
 //!   restarting it), anything else 503 `too_many_connections` with Retry-After. Beyond the reserve
 //!   a connection is closed at once (the kernel's backlog does not fill up either).
 //! - **Accept errors** (out of file descriptors) back off briefly instead of spinning.
+//! - **Every error has a body.** hyper answers a request it cannot parse itself, before any
+//!   service sees it: 400 (bad method, target, version or header), 414 (target beyond 65,534
+//!   bytes), 431 (more than 100 header fields, or a head beyond its buffer), each with an empty
+//!   body. [`JsonErrors`] writes those answers with the service's JSON error body instead.
 //!
 //! Only HTTP/1.1 is served: its head timeout is what closes idle connections (behind a TLS
 //! terminator or a proxy, the hop to the service is HTTP/1.1 anyway).
@@ -138,7 +142,7 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         if let Some(slot) = slot(&total, &addresses, peer.ip(), limits.max_per_address) {
             let conn = connection(limits.header_timeout, true).serve_connection(
-                TokioIo::new(stream),
+                TokioIo::new(JsonErrors::new(stream)),
                 TowerToHyperService::new(with_peer(router.clone(), peer)),
             );
             let conn = graceful.watch(conn);
@@ -190,13 +194,143 @@ fn beyond_caps(
             Ok::<_, Infallible>(e.into_response())
         }
     });
-    let conn = connection(OVERFLOW_HEADER_TIMEOUT, false)
-        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc));
+    let conn = connection(OVERFLOW_HEADER_TIMEOUT, false).serve_connection(
+        TokioIo::new(JsonErrors::new(stream)),
+        TowerToHyperService::new(svc),
+    );
     let conn = graceful.watch(conn);
     tokio::spawn(async move {
         let _ = conn.await;
         drop(permit);
     });
+}
+
+/// A connection's stream that gives hyper's own parse-error answers (see the module docs) the
+/// service's JSON error body. hyper writes such an answer as a head only, `content-length: 0`,
+/// and closes the connection after it; every answer of the service to a 400 has a body, so a
+/// bodiless 400, 414 or 431 head is hyper's. The head is replaced as a whole by one with the
+/// body; hyper is told its bytes were written once the replacement is.
+struct JsonErrors<S> {
+    inner: S,
+    /// The replacement being written: its bytes, how many are written, and how many of hyper's
+    /// bytes it stands for.
+    pending: Option<(Vec<u8>, usize, usize)>,
+}
+
+impl<S> JsonErrors<S> {
+    fn new(inner: S) -> Self {
+        JsonErrors {
+            inner,
+            pending: None,
+        }
+    }
+}
+
+/// The replacement of `buf` when it starts with hyper's bodiless answer to an unparsable
+/// request: the answer with a JSON body, and the length of the head it replaces.
+fn parse_error_answer(buf: &[u8]) -> Option<(Vec<u8>, usize)> {
+    let status = match buf.get(..13)? {
+        b"HTTP/1.1 400 " => StatusCode::BAD_REQUEST,
+        b"HTTP/1.1 414 " => StatusCode::URI_TOO_LONG,
+        b"HTTP/1.1 431 " => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        _ => return None,
+    };
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = buf[..end].to_ascii_lowercase();
+    if !head.windows(21).any(|w| w == b"\r\ncontent-length: 0\r\n") {
+        return None;
+    }
+    let body = super::error::for_status(status).body().to_string();
+    let answer = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{body}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        body.len()
+    );
+    Some((answer.into_bytes(), end))
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for JsonErrors<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> JsonErrors<S> {
+    /// Writes what is pending; `Ready(Ok(n))` with the bytes of hyper's it stood for once done.
+    fn poll_pending(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let Some((bytes, done, stands_for)) = &mut self.pending else {
+            return std::task::Poll::Ready(Ok(0));
+        };
+        while *done < bytes.len() {
+            let n = std::task::ready!(
+                std::pin::Pin::new(&mut self.inner).poll_write(cx, &bytes[*done..])
+            )?;
+            if n == 0 {
+                return std::task::Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            *done += n;
+        }
+        let n = *stands_for;
+        self.pending = None;
+        std::task::Poll::Ready(Ok(n))
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for JsonErrors<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.pending.is_none() {
+            match parse_error_answer(buf) {
+                Some((answer, stands_for)) => self.pending = Some((answer, 0, stands_for)),
+                None => return std::pin::Pin::new(&mut self.inner).poll_write(cx, buf),
+            }
+        }
+        self.poll_pending(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        // A head is the first slice hyper queues (it is written before anything after it).
+        let first = bufs.iter().find(|b| !b.is_empty()).map(|b| &b[..]);
+        if self.pending.is_some() || first.is_some_and(|b| parse_error_answer(b).is_some()) {
+            return self.poll_write(cx, first.unwrap_or_default());
+        }
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        // A replacement is written by the write hyper repeats until it completes, never here.
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// `router` with the client's address in each request (as `ConnectInfo`, for the audit log).

@@ -427,7 +427,19 @@ pub fn for_status(status: StatusCode) -> ApiError {
             "the request took too long; a change may have committed: retry with the same \
              Idempotency-Key to get its outcome",
         ),
-        StatusCode::URI_TOO_LONG => ("uri_too_long", "the request target is too long"),
+        StatusCode::URI_TOO_LONG => (
+            "uri_too_long",
+            "the request target is too long (at most 65,534 bytes)",
+        ),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => (
+            "header_fields_too_large",
+            "the request's head is too large (at most 100 header fields, and a head the server \
+             can buffer)",
+        ),
+        StatusCode::BAD_REQUEST => (
+            "bad_request",
+            "the request is not valid HTTP/1.1 (its method, target, version or a header)",
+        ),
         StatusCode::SERVICE_UNAVAILABLE => ("unavailable", "the service is unavailable"),
         s if s.is_server_error() => ("internal", "something went wrong on our side"),
         _ => ("error", "the request failed"),
