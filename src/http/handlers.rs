@@ -770,7 +770,7 @@ fn audit_time(q: &HashMap<String, String>, name: &str) -> ApiResult<Option<Strin
            ("since" = Option<String>, Query, description = "Records at or after this RFC 3339 time", format = DateTime),
            ("action" = Option<String>, Query, description = "Only records whose action starts with this (e.g. `unit.`)", min_length = 1, max_length = 64),
            ("until" = Option<String>, Query, description = "Records before this RFC 3339 time", format = DateTime),
-           ("after" = Option<i64>, Query, description = "Records with id > after (the previous page's next_cursor)", minimum = 0),
+           ("after" = Option<i64>, Query, description = "Records with id > after (the previous page's next_cursor, or the last id read: ids are positions in the order records became visible, so a tailer never skips one)", minimum = 0),
            ("limit" = Option<i64>, Query, description = "Most records returned (1-10000; default 100, or 10000 with format=jsonl). A JSON page holds at most 1000: next_cursor continues", minimum = 1, maximum = 10000),
            ("format" = Option<AuditFormat>, Query, description = "`json` (default) or `jsonl`")),
     responses((status = 200, description = "A page of the audit log (with format=jsonl: one AuditRecord per line, the next cursor in X-Next-Cursor)",

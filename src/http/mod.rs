@@ -94,23 +94,33 @@ impl axum::extract::FromRequestParts<AppState> for Caller {
             .map(|(_, t)| t.trim())
             .filter(|t| !t.is_empty())
             .ok_or(crate::ledger::LedgerError::Unauthenticated)?;
-        Ok(Caller(actor(parts, s, secret).await?))
+        Ok(Caller(actor(parts, s, Credential::Bearer(secret)).await?))
     }
 }
 
-/// The principal of `secret` (a token or a JWT), rate-limited per principal, with the request's
-/// id and client address: the caller of an API request or of a dashboard page.
-pub(crate) async fn actor(
-    parts: &axum::http::request::Parts,
-    s: &AppState,
-    secret: &str,
-) -> Result<crate::ledger::principal::Actor, ApiError> {
-    let peer = parts
+/// What a request authenticates with: an API credential (a token or a JWT, from
+/// `Authorization`), or a dashboard session's id (from its cookie).
+#[derive(Clone, Copy)]
+pub(crate) enum Credential<'a> {
+    Bearer(&'a str),
+    Session(&'a str),
+}
+
+/// The client address of a request, as the listener saw it.
+pub(crate) fn peer(parts: &axum::http::request::Parts) -> Option<std::net::SocketAddr> {
+    parts
         .extensions
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0);
-    // Per client address, before the credential is looked up: an address that keeps failing
-    // waits (429) instead of making the store work per guess.
+        .map(|c| c.0)
+}
+
+/// `check` (a credential's lookup) behind the per-address throttle of failed authentications:
+/// an address that keeps failing waits (429) instead of making the store work per guess.
+pub(crate) async fn throttled_auth<T>(
+    s: &AppState,
+    peer: Option<std::net::SocketAddr>,
+    check: impl std::future::Future<Output = Result<T, crate::ledger::LedgerError>>,
+) -> Result<T, ApiError> {
     let address = peer.map(|p| p.ip().to_string());
     if let Some(a) = &address {
         s.auth_failures.peek(a).map_err(|wait| {
@@ -121,30 +131,46 @@ pub(crate) async fn actor(
             )
         })?;
     }
-    let p = match s.ledgers.authenticate(secret).await {
-        Ok(p) => p,
-        Err(e) => {
-            if let (Some(a), crate::ledger::LedgerError::Unauthenticated) = (&address, &e) {
-                let _ = s.auth_failures.check(a);
-            }
-            return Err(e.into());
+    check.await.map_err(|e| {
+        if let (Some(a), crate::ledger::LedgerError::Unauthenticated) = (&address, &e) {
+            let _ = s.auth_failures.check(a);
         }
-    };
+        e.into()
+    })
+}
+
+/// The principal of `credential`, throttled per address while failing and rate-limited per
+/// principal, with the request's id and client address: the caller of an API request or of a
+/// dashboard page.
+pub(crate) async fn actor(
+    parts: &axum::http::request::Parts,
+    s: &AppState,
+    credential: Credential<'_>,
+) -> Result<crate::ledger::principal::Actor, ApiError> {
+    let peer = peer(parts);
+    let p = throttled_auth(s, peer, async {
+        match credential {
+            Credential::Bearer(secret) => s.ledgers.authenticate(secret).await,
+            Credential::Session(id) => s.ledgers.session(id).await,
+        }
+    })
+    .await?;
     // Per principal: a caller cannot escape its limit by making more tokens (or JWTs).
     s.limiter
         .check(&p.name)
         .map_err(|wait| throttled("rate_limited", "requests from this principal", wait))?;
-    let request_id = parts
-        .headers
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let client = peer.map(|p| p.to_string());
     Ok(crate::ledger::principal::Actor {
         principal: p,
-        request_id,
-        client,
+        request_id: request_id(&parts.headers),
+        client: peer.map(|p| p.to_string()),
     })
+}
+
+/// The caller's `X-Request-Id`, for the audit log.
+pub(crate) fn request_id(h: &axum::http::HeaderMap) -> Option<String> {
+    h.get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 /// 429 `code`: too many `what`; retry in `wait` seconds (also in `Retry-After`).

@@ -79,7 +79,8 @@ impl Builder {
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[schema(as = AuditRecord)]
 pub struct AuditView {
-    /// Position in the whole log (the pagination cursor).
+    /// Position in the whole log, in the order records became visible (the pagination cursor: a
+    /// record committed after a reader read position p gets a position above p, on every store).
     pub id: i64,
     /// The chain (the dataset's id, or `""` for tokens) and the record's place in it (from 1).
     pub chain: String,

@@ -143,20 +143,36 @@ impl Ledgers {
                 LedgerError::Unauthenticated
             });
         }
+        self.local_token(secret).await.map(|(p, _)| p)
+    }
+
+    /// The principal of a local token's secret and the token's expiry (RFC 3339), as
+    /// [`Self::authenticate`] accepts it.
+    pub(super) async fn local_token(
+        &self,
+        secret: &str,
+    ) -> Result<(Principal, Option<chrono::DateTime<chrono::Utc>>), LedgerError> {
         let Some(t) = self.store.token_by_hash(&hash(secret)).await? else {
             return Err(LedgerError::Unauthenticated);
         };
-        let expired = t.expires_at.as_deref().is_some_and(|e| {
-            chrono::DateTime::parse_from_rfc3339(e).map_or(true, |e| e <= chrono::Utc::now())
-        });
-        if t.revoked_at.is_some() || expired {
+        let expiry = match t.expires_at.as_deref() {
+            None => None,
+            // An unreadable expiry has passed.
+            Some(e) => Some(
+                chrono::DateTime::parse_from_rfc3339(e)
+                    .map_err(|_| LedgerError::Unauthenticated)?
+                    .with_timezone(&chrono::Utc),
+            ),
+        };
+        if t.revoked_at.is_some() || expiry.is_some_and(|e| e <= chrono::Utc::now()) {
             return Err(LedgerError::Unauthenticated);
         }
-        Ok(Principal {
+        let p = Principal {
             token_id: t.id,
             name: t.name,
             role: t.role,
-        })
+        };
+        Ok((p, expiry))
     }
 
     /// Makes a token (`expires_in`: from now); global admins only.

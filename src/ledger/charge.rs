@@ -11,7 +11,7 @@ use super::rows::unchanged;
 use super::rows::{engine_of, now, relation_of, stated_budget};
 use super::verdict::{gate_compute, gate_cost, rejection, unit_delta};
 use super::views::{ChargeOutcome, ChargeView, Preview};
-use super::write::{back_off, stored_response, MAX_ATTEMPTS};
+use super::write::{back_off, noted, stored_response, turn_deadline, MAX_ATTEMPTS};
 use super::{admission, audit, keys, partition, quotas, Ledgers};
 use crate::accountant::Event;
 use crate::store::{DatasetRow, DatasetUpdate, EntryRow, StoreError};
@@ -170,12 +170,16 @@ impl Ledgers {
         let result = async {
             let mut from_cache = true;
             let mut conflicts = 0;
+            let deadline = turn_deadline();
             for _ in 0..MAX_ATTEMPTS {
                 if !from_cache {
                     back_off(conflicts).await;
                     conflicts += 1;
+                    if tokio::time::Instant::now() >= deadline {
+                        break;
+                    }
                 }
-                let guard = self.lock(id).await?;
+                let mut guard = self.lock(id, deadline).await?;
                 // Taken under the lock: a read before may have been superseded.
                 let cached = from_cache
                     .then(|| self.gates.lock().expect("gate inputs").get(&id.to_owned()))
@@ -191,24 +195,17 @@ impl Ledgers {
                                 body,
                             });
                         }
-                        (self.gate_inputs(id).await?, false)
+                        let read = self.gate_inputs(id).await;
+                        (noted(std::slice::from_mut(&mut guard), read)?, false)
                     }
                 };
                 let (row, quotas) = (inputs.row.clone(), &inputs.quotas);
-                match self
-                    .admit_once(
-                        actor,
-                        id,
-                        &unit,
-                        row,
-                        quotas,
-                        Mode {
-                            from_cache: kept,
-                            queue: true,
-                        },
-                    )
-                    .await?
-                {
+                let mode = Mode {
+                    from_cache: kept,
+                    queue: true,
+                };
+                let admitted = self.admit_once(actor, id, &unit, row, quotas, mode).await;
+                match noted(std::slice::from_mut(&mut guard), admitted)? {
                     Attempt::Done(o) => return Ok(o),
                     Attempt::Retry => from_cache = false,
                     // The next charge of this dataset may gate (on the kept inputs, which

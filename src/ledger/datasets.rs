@@ -284,7 +284,7 @@ impl Ledgers {
     /// new charges, at the dataset's budget), summed without gating — they happened. A ledger whose
     /// old charges exceed the budget under the filter is then exhausted, which is the truth.
     pub(super) async fn convert(&self, row: DatasetRow) -> Result<DatasetRow, LedgerError> {
-        let _guard = self.lock(&row.id).await?;
+        let _guard = self.lock(&row.id, super::write::turn_deadline()).await?;
         let entries = self
             .store
             .list_entries(&row.id, Some("charge"), 0, i64::MAX)

@@ -50,6 +50,7 @@ mod reports;
 mod rows;
 mod runs;
 pub mod schema;
+pub mod sessions;
 mod units;
 mod verdict;
 mod views;
@@ -96,8 +97,9 @@ pub const GATE_CACHE_BYTES: usize = 16 << 20;
 /// The datasets and their gate.
 pub struct Ledgers {
     store: Arc<dyn Store>,
-    /// One lock per dataset: charges on a dataset are gated one at a time in this process.
-    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// One lock per dataset: charges on a dataset are gated one at a time in this process. It
+    /// holds when a holder last failed for want of the store ([`write::DatasetGuard`]).
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<std::time::Instant>>>>>,
     /// Exact compositions (reports), kept and caught up off the write path.
     compositions: Arc<compositions::Compositions>,
     /// Bytes of compositions kept.

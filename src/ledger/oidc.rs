@@ -368,6 +368,12 @@ impl Oidc {
 
     /// The principal of a JWT, or why it is refused.
     pub async fn verify(&self, token: &str) -> Result<Principal, String> {
+        self.verify_until(token).await.map(|(p, _)| p)
+    }
+
+    /// [`Self::verify`], and the JWT's expiry (`exp`, Unix seconds): a dashboard session opened
+    /// with it ends then.
+    pub async fn verify_until(&self, token: &str) -> Result<(Principal, i64), String> {
         if token.len() > MAX_JWT_BYTES {
             return Err(format!("longer than {MAX_JWT_BYTES} bytes"));
         }
@@ -438,11 +444,12 @@ impl Oidc {
                 d[..8].iter().map(|b| format!("{b:02x}")).collect()
             }
         };
-        Ok(Principal {
+        let principal = Principal {
             token_id: format!("jwt:{id}"),
             name,
             role,
-        })
+        };
+        Ok((principal, exp.floor() as i64))
     }
 }
 

@@ -14,7 +14,7 @@
 //! write (`Engine`, `Tx`). Every statement ([`super::sql`]) and every algorithm, the
 //! [`super::Store`] implementation itself, is shared with SQLite (`super::shared`).
 
-use super::shared::{Engine, Job, Reads, Tx};
+use super::shared::{timed, Engine, Job, Reads, Tx};
 use super::sql::{self, Arg};
 use super::{migration_sql, Dialect, StoreError, LATEST, MIGRATIONS, SCHEMA};
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions, Postgres};
@@ -22,11 +22,23 @@ use sqlx::{Executor, Row};
 use std::borrow::Cow;
 use std::time::Duration;
 
+/// Longest a connection, a statement or a transaction may take (then the store counts as
+/// unavailable: 503 `store_unavailable`, and a write whose commit may have landed is found by
+/// retrying with its Idempotency-Key). Every write is a handful of statements on a few rows, so
+/// a healthy server answers in milliseconds; a hung one holds no request past this.
+pub const STORE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Most audit records placed by one read ([`sql::AUDIT_PLACE`]): a reader after a long quiet
+/// spell places the backlog over several reads instead of one long transaction (the rest wait,
+/// unseen and unskipped, for the next).
+const AUDIT_PLACE_BATCH: i64 = 10_000;
+
 /// Advisory-lock key serialising schema migrations across replicas.
 const MIGRATION_LOCK: i64 = 0x7072_6976_6c65_6467;
 
 /// PostgreSQL's names for the schema's types ([`migration_sql`]); `REAL` would be `float4`.
 const DIALECT: Dialect = Dialect {
+    engine: "postgres",
     float: "DOUBLE PRECISION",
     int: "BIGINT",
     serial: "BIGSERIAL PRIMARY KEY",
@@ -81,7 +93,7 @@ impl PostgresStore {
     async fn connect_at(url: &str, version: i64) -> Result<Self, StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(16)
-            .acquire_timeout(Duration::from_secs(3))
+            .acquire_timeout(STORE_TIMEOUT)
             .connect(url)
             .await
             .map_err(unavailable)?;
@@ -92,11 +104,8 @@ impl PostgresStore {
             .await
             .map_err(unavailable)?;
         let mut result = Ok(());
-        for stmt in SCHEMA {
-            if let Err(e) = sqlx::query(&migration_sql(stmt, &DIALECT))
-                .execute(&mut *conn)
-                .await
-            {
+        for stmt in SCHEMA.iter().filter_map(|s| migration_sql(s, &DIALECT)) {
+            if let Err(e) = sqlx::query(&stmt).execute(&mut *conn).await {
                 result = Err(unavailable(e));
                 break;
             }
@@ -132,13 +141,10 @@ async fn migrate(conn: &mut sqlx::PgConnection, upto: i64) -> Result<(), StoreEr
         if i64::from(current.unwrap_or(1)) >= *version {
             continue;
         }
-        for stmt in *stmts {
-            sqlx::query(&migration_sql(stmt, &DIALECT))
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| {
-                    StoreError::Unavailable(format!("schema migration to version {version}: {e}"))
-                })?;
+        for stmt in stmts.iter().filter_map(|s| migration_sql(s, &DIALECT)) {
+            sqlx::query(&stmt).execute(&mut *tx).await.map_err(|e| {
+                StoreError::Unavailable(format!("schema migration to version {version}: {e}"))
+            })?;
         }
         sqlx::query("DELETE FROM schema_version")
             .execute(&mut *tx)
@@ -240,21 +246,43 @@ impl Engine for PostgresStore {
         unavailable(e)
     }
 
+    const TIMEOUT: Option<Duration> = Some(STORE_TIMEOUT);
+
     async fn write<T: Send + 'static>(
         &self,
         work: impl Job<PgConnection, T>,
     ) -> Result<T, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(unavailable)?;
-        let done = work(&mut tx).await?;
-        tx.commit().await.map_err(unavailable)?;
-        Ok(done)
+        timed::<Self, _>(async {
+            let mut tx = self.pool.begin().await.map_err(unavailable)?;
+            let done = work(&mut tx).await?;
+            tx.commit().await.map_err(unavailable)?;
+            Ok(done)
+        })
+        .await
+    }
+
+    async fn place_audit(&self) -> Result<(), StoreError> {
+        timed::<Self, _>(async {
+            let mut tx = self.pool.begin().await.map_err(unavailable)?;
+            tx.execute(sql::AUDIT_PLACE_LOCK)
+                .await
+                .map_err(unavailable)?;
+            let q = spell(sql::AUDIT_PLACE);
+            let placed = tx.execute(Postgres::bound(&q, sql::args!(AUDIT_PLACE_BATCH)));
+            placed.await.map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)
+        })
+        .await
     }
 
     async fn write_one<T: Send + 'static>(
         &self,
         work: impl Job<PgConnection, T>,
     ) -> Result<T, StoreError> {
-        let mut conn = self.pool.acquire().await.map_err(unavailable)?;
-        work(&mut conn).await
+        timed::<Self, _>(async {
+            let mut conn = self.pool.acquire().await.map_err(unavailable)?;
+            work(&mut conn).await
+        })
+        .await
     }
 }

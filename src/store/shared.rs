@@ -13,8 +13,8 @@ use super::sql::{self, args, Arg};
 use super::{
     audit_hash, block_id_range, lock_order, sealed_create_audit, snapshot_of, AuditDraft,
     AuditQuery, AuditRecord, Conversion, DatasetRow, DatasetUpdate, EntryRow, GrantRow,
-    LedgerAppend, NewBlock, PendingAppend, QuotaRow, SharedBody, Store, StoreError, TokenRow,
-    UnitRow, AUDIT_GENESIS,
+    LedgerAppend, NewBlock, PendingAppend, QuotaRow, SessionRow, SharedBody, Store, StoreError,
+    TokenRow, UnitRow, AUDIT_GENESIS,
 };
 use async_trait::async_trait;
 use std::borrow::Cow;
@@ -127,6 +127,7 @@ pub trait Columns {
     fn quota(&self) -> Result<QuotaRow, StoreError>;
     fn audit(&self) -> Result<AuditRecord, StoreError>;
     fn token(&self) -> Result<TokenRow, StoreError>;
+    fn session(&self) -> Result<SessionRow, StoreError>;
     fn grant(&self) -> Result<GrantRow, StoreError>;
     /// A chain's head ([`sql::AUDIT_HEADS`]).
     fn head(&self) -> Result<(String, i64, String), StoreError>;
@@ -282,6 +283,17 @@ where
         })
     }
 
+    fn session(&self) -> Result<SessionRow, StoreError> {
+        Ok(SessionRow {
+            hash: get(self, "hash")?,
+            token_id: get(self, "token_id")?,
+            principal: get(self, "principal")?,
+            role: get(self, "role")?,
+            created_at: get(self, "created_at")?,
+            expires_at: get(self, "expires_at")?,
+        })
+    }
+
     fn grant(&self) -> Result<GrantRow, StoreError> {
         Ok(GrantRow {
             dataset_id: get(self, "dataset_id")?,
@@ -326,6 +338,9 @@ impl<C, T, W> Job<C, T> for W where W: for<'t> FnOnce(&'t mut C) -> Work<'t, T> 
 pub trait Engine: Send + Sync + 'static {
     type Db: Reads;
     type Conn: Tx;
+    /// Longest any statement or transaction may take before it counts as the store failing
+    /// (`None`: no bound of the engine's own).
+    const TIMEOUT: Option<std::time::Duration> = None;
     /// The pool reads run on.
     fn pool(&self) -> &sqlx::Pool<Self::Db>;
     /// `q` as this engine runs it (as written, unless the engine spells it otherwise).
@@ -350,10 +365,33 @@ pub trait Engine: Send + Sync + 'static {
     ) -> impl Future<Output = Result<T, StoreError>> + Send {
         self.write(work)
     }
+    /// Gives audit records written since the last call their position, where the engine does
+    /// not at commit (schema 12: PostgreSQL; SQLite's trigger places each record as it is
+    /// written). Readers of [`Store::list_audit`] call it first.
+    fn place_audit(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async { Ok(()) }
+    }
     /// [`Store::append_queued`]: the append `work()` gives queued behind every write queued
     /// before it, or `None` when the engine does not queue (`work` is then not called).
     fn queue<W: Job<Self::Conn, i64>>(&self, _work: impl FnOnce() -> W) -> Option<PendingAppend> {
         None
+    }
+}
+
+/// `f`, failed as [`StoreError::Unavailable`] past the engine's [`Engine::TIMEOUT`]: a store
+/// that accepts connections but does not answer (a hung server, a full disk) fails a request
+/// as one that refuses them does, instead of holding it until the request timeout.
+pub async fn timed<E: Engine, T>(
+    f: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match E::TIMEOUT {
+        None => f.await,
+        Some(d) => tokio::time::timeout(d, f).await.unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(format!(
+                "the store did not answer within {} ms",
+                d.as_millis()
+            )))
+        }),
     }
 }
 
@@ -365,8 +403,8 @@ async fn all<E: Engine, T>(
     decode: impl Fn(&<E::Db as sqlx::Database>::Row) -> Result<T, StoreError>,
 ) -> Result<Vec<T>, StoreError> {
     let q = E::spell(q);
-    let rows = E::Db::all(e.pool(), &q, args).await.map_err(E::error)?;
-    rows.iter().map(decode).collect()
+    let rows = timed::<E, _>(async { E::Db::all(e.pool(), &q, args).await.map_err(E::error) });
+    rows.await?.iter().map(decode).collect()
 }
 
 /// The row `q` returns, if any, decoded by `decode`.
@@ -377,10 +415,8 @@ async fn optional<E: Engine, T>(
     decode: impl Fn(&<E::Db as sqlx::Database>::Row) -> Result<T, StoreError>,
 ) -> Result<Option<T>, StoreError> {
     let q = E::spell(q);
-    let row = E::Db::optional(e.pool(), &q, args)
-        .await
-        .map_err(E::error)?;
-    row.as_ref().map(decode).transpose()
+    let row = timed::<E, _>(async { E::Db::optional(e.pool(), &q, args).await.map_err(E::error) });
+    row.await?.as_ref().map(decode).transpose()
 }
 
 /// A dataset row's values for [`sql::DATASET_INSERT`] and its if-absent form.
@@ -945,6 +981,48 @@ impl<E: Engine> Store for E {
             if c.exec(sql::TOKEN_REVOKE, args!(&at, &id)).await? != 1 {
                 return Ok(false);
             }
+            c.exec(sql::SESSION_DELETE_TOKEN, args!(&id)).await?;
+            insert_audit(c, &audit).await?;
+            Ok(true)
+        }))
+        .await
+    }
+
+    async fn open_session(
+        &self,
+        s: &SessionRow,
+        keep: i64,
+        audit: &AuditDraft,
+    ) -> Result<(), StoreError> {
+        let (s, audit) = (s.clone(), audit.clone());
+        self.write(work!(c => {
+            c.exec(sql::SESSION_PURGE, args!(&s.created_at)).await?;
+            let row = args!(&s.hash, &s.token_id, &s.principal, &s.role, &s.created_at, &s.expires_at);
+            c.exec(sql::SESSION_INSERT, row).await?;
+            c.exec(sql::SESSION_TRIM, args!(&s.token_id, &s.token_id, keep)).await?;
+            insert_audit(c, &audit).await?;
+            Ok(())
+        }))
+        .await
+    }
+
+    async fn session(
+        &self,
+        hash: &str,
+    ) -> Result<Option<(SessionRow, Option<TokenRow>)>, StoreError> {
+        let Some(s) = optional(self, sql::SESSION_GET, args!(hash), Columns::session).await? else {
+            return Ok(None);
+        };
+        let token = optional(self, sql::TOKEN_BY_ID, args!(&s.token_id), Columns::token).await?;
+        Ok(Some((s, token)))
+    }
+
+    async fn close_session(&self, hash: &str, audit: &AuditDraft) -> Result<bool, StoreError> {
+        let (hash, audit) = (hash.to_owned(), audit.clone());
+        self.write(work!(c => {
+            if c.exec(sql::SESSION_DELETE, args!(&hash)).await? != 1 {
+                return Ok(false);
+            }
             insert_audit(c, &audit).await?;
             Ok(true)
         }))
@@ -1000,6 +1078,7 @@ impl<E: Engine> Store for E {
     }
 
     async fn list_audit(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        self.place_audit().await?;
         let args = args!(
             q.after,
             &q.dataset_id,

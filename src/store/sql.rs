@@ -18,13 +18,24 @@ pub const AUDIT_HEAD_SET_STATE: &str =
 pub const AUDIT_INSERT: &str = "INSERT INTO audit (chain, seq, at, principal, credential, \
     action, dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash) \
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-pub const AUDIT_COLUMNS: &str = "id, chain, seq, at, principal, credential, action, \
-    dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash";
-pub const AUDIT_QUERY: &str = "SELECT id, chain, seq, at, principal, credential, action, \
+/// Placed records (schema 12) after a position, in position order: the order they became
+/// visible, so a reader paging with `after` never passes one that commits later.
+pub const AUDIT_QUERY: &str = "SELECT pos AS id, chain, seq, at, principal, credential, action, \
     dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
-    FROM audit WHERE id > ? AND (? IS NULL OR dataset_id = ?) AND (? IS NULL OR principal = ?) \
+    FROM audit WHERE pos > ? AND (? IS NULL OR dataset_id = ?) AND (? IS NULL OR principal = ?) \
     AND (? IS NULL OR at >= ?) AND (? IS NULL OR at < ?) \
-    AND (? IS NULL OR substr(action, 1, length(?)) = ?) ORDER BY id LIMIT ?";
+    AND (? IS NULL OR substr(action, 1, length(?)) = ?) ORDER BY pos LIMIT ?";
+/// PostgreSQL: places unplaced records (at most `?`) after the largest position, in id order,
+/// when their transaction is older than every running one (so each has committed and nothing
+/// running can commit a record before it). Run under [`AUDIT_PLACE_LOCK`] in the same
+/// transaction, so placings never interleave.
+pub const AUDIT_PLACE: &str = "UPDATE audit SET pos = p.base + p.n FROM (SELECT id, \
+    (SELECT COALESCE(MAX(pos), 0) FROM audit) AS base, row_number() OVER (ORDER BY id) AS n \
+    FROM audit WHERE pos IS NULL \
+    AND xid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint ORDER BY id LIMIT ?) p \
+    WHERE audit.id = p.id";
+/// The advisory lock [`AUDIT_PLACE`] runs under (one placer at a time, on every replica).
+pub const AUDIT_PLACE_LOCK: &str = "SELECT pg_advisory_xact_lock(7234001)";
 /// Datasets (and blocks) that must have an audit chain and have none: an entry written with a
 /// principal (schema 5 on, each with its record) or a version at or past `states_from`.
 pub const DATASETS_WITHOUT_CHAIN: &str = "SELECT d.id FROM datasets d WHERE NOT EXISTS \
@@ -33,7 +44,8 @@ pub const DATASETS_WITHOUT_CHAIN: &str = "SELECT d.id FROM datasets d WHERE NOT 
     e.principal IS NOT NULL)) ORDER BY d.id";
 /// A chain's last record that states the ledger's state: the one its head points at (schema 11),
 /// read by its key, so the check costs the same on a chain of any length.
-pub const AUDIT_LAST_STATE: &str = "SELECT id, chain, seq, at, principal, credential, action, \
+pub const AUDIT_LAST_STATE: &str =
+    "SELECT COALESCE(pos, 0) AS id, chain, seq, at, principal, credential, action, \
     dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
     FROM audit WHERE chain = ? AND seq = (SELECT state_seq FROM audit_heads WHERE chain = ?)";
 
@@ -42,7 +54,8 @@ pub const AUDIT_LAST_STATE: &str = "SELECT id, chain, seq, at, principal, creden
 pub fn states_ledger(after: Option<&str>) -> bool {
     after.is_some_and(|a| a.contains("\"ledger\":{"))
 }
-pub const AUDIT_CHAIN: &str = "SELECT id, chain, seq, at, principal, credential, action, \
+pub const AUDIT_CHAIN: &str =
+    "SELECT COALESCE(pos, 0) AS id, chain, seq, at, principal, credential, action, \
     dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
     FROM audit WHERE chain = ? AND seq > ? ORDER BY seq LIMIT ?";
 /// Every chain, with or without a head (a chain whose head row was deleted still has its
@@ -218,6 +231,18 @@ pub const ENTRY_LIST: &str = concat!(
     " FROM entries WHERE dataset_id = ? AND seq > ? AND (? IS NULL OR kind = ?) \
      ORDER BY seq LIMIT ?"
 );
+pub const TOKEN_BY_ID: &str = concat!("SELECT ", token_columns!(), " FROM tokens WHERE id = ?");
+/// Dashboard sessions (schema 12).
+pub const SESSION_PURGE: &str = "DELETE FROM sessions WHERE expires_at <= ?";
+pub const SESSION_INSERT: &str = "INSERT INTO sessions (hash, token_id, principal, role, \
+    created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)";
+/// Keeps a credential's newest `?` sessions.
+pub const SESSION_TRIM: &str = "DELETE FROM sessions WHERE token_id = ? AND hash NOT IN \
+    (SELECT hash FROM sessions WHERE token_id = ? ORDER BY created_at DESC, hash LIMIT ?)";
+pub const SESSION_GET: &str = "SELECT hash, token_id, principal, role, created_at, expires_at \
+    FROM sessions WHERE hash = ?";
+pub const SESSION_DELETE: &str = "DELETE FROM sessions WHERE hash = ?";
+pub const SESSION_DELETE_TOKEN: &str = "DELETE FROM sessions WHERE token_id = ?";
 pub const TOKEN_BY_HASH: &str = concat!("SELECT ", token_columns!(), " FROM tokens WHERE hash = ?");
 pub const TOKEN_LIST: &str = concat!(
     "SELECT ",

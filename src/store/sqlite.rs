@@ -29,6 +29,7 @@ use std::time::Duration;
 
 /// SQLite's names for the schema's types ([`migration_sql`]).
 const DIALECT: Dialect = Dialect {
+    engine: "sqlite",
     float: "REAL",
     int: "INTEGER",
     serial: "INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -101,8 +102,8 @@ impl SqliteStore {
             .connect_with(opts)
             .await
             .map_err(unavailable)?;
-        for stmt in SCHEMA {
-            sqlx::query(&migration_sql(stmt, &DIALECT))
+        for stmt in SCHEMA.iter().filter_map(|s| migration_sql(s, &DIALECT)) {
+            sqlx::query(&stmt)
                 .execute(&pool)
                 .await
                 .map_err(unavailable)?;
@@ -132,10 +133,8 @@ async fn migrate(pool: &SqlitePool, upto: i64) -> Result<(), StoreError> {
                     .fetch_one(&mut *conn)
                     .await?;
             if current.unwrap_or(1) < *version {
-                for stmt in *stmts {
-                    sqlx::query(&migration_sql(stmt, &DIALECT))
-                        .execute(&mut *conn)
-                        .await?;
+                for stmt in stmts.iter().filter_map(|s| migration_sql(s, &DIALECT)) {
+                    sqlx::query(&stmt).execute(&mut *conn).await?;
                 }
                 sqlx::query("DELETE FROM schema_version")
                     .execute(&mut *conn)

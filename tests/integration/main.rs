@@ -11,6 +11,7 @@ mod crash;
 mod filter;
 mod gdp_extremes;
 mod oidc;
+mod outage;
 mod partitions;
 mod pld;
 mod properties;

@@ -545,3 +545,44 @@ async fn a_key_set_url_is_fetched_on_rotation_and_never_hammered() {
         StatusCode::OK
     );
 }
+
+/// A dashboard session opened with a JWT lasts no longer than the JWT (its `exp`), never the
+/// 12 h of a token's; the cookie is a session id, not the JWT.
+#[tokio::test]
+async fn a_dashboard_session_from_a_jwt_ends_when_the_jwt_does() {
+    use tower::ServiceExt;
+    let rsa = rsa_key("rsa-1");
+    let dir = temp_dir("jwks");
+    let file = dir.join("jwks.json");
+    std::fs::write(&file, jwks(&[&rsa]).to_string()).unwrap();
+    let app = app_with(config(JwksSource::File(file))).await;
+    let mut c = claims("fay@example.org");
+    c["privacy_ledger_role"] = json!("auditor");
+    let jwt = sign(&rsa, &c);
+    let req = axum::http::Request::builder()
+        .method("POST")
+        .uri("/ui/signin")
+        .header("sec-fetch-site", "same-origin")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .extension(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+            [192, 0, 2, 8],
+            1,
+        ))))
+        .body(axum::body::Body::from(format!("token={jwt}")))
+        .unwrap();
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let set = res.headers()["set-cookie"].to_str().unwrap();
+    assert!(set.starts_with("pl_session=ps_") && !set.contains(&jwt));
+    let age: i64 = set
+        .split("Max-Age=")
+        .nth(1)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The JWT's 300 s, less the second or two the test took (the claim is whole seconds).
+    assert!((295..=300).contains(&age), "Max-Age={age}");
+}

@@ -360,3 +360,68 @@ fn three_replicas_overlapping_range_charges_neither_deadlock_nor_overspend() {
         r.kill();
     }
 }
+
+/// Longest a write waits for its turn (`MAX_WRITE_WAIT`, 5 s), and the slack allowed on top for
+/// the request's other work on a loaded 2-core machine running three replicas and PostgreSQL.
+const WRITE_WAIT_MS: u128 = 5000;
+const TURN_SLACK_MS: u128 = 3000;
+
+/// 600 charges on one dataset from 30 clients spread over three replicas (other numbers than the
+/// report's 1,000 with 39 s tails): every answer comes within the bounded wait, a refusal is 503
+/// `busy` (retried with the same key), and in the end every charge landed exactly once.
+#[test]
+fn contention_on_one_dataset_across_replicas_is_bounded() {
+    let Some(url) = postgres_url() else {
+        eprintln!("skipped: set TEST_DATABASE_URL to run the cross-replica contention test");
+        return;
+    };
+    let replicas: Vec<Server> = (0..3).map(|_| Server::start(&url)).collect();
+    let addrs: Vec<_> = replicas.iter().map(|r| r.addr).collect();
+    let id = format!("contended-{}", uuid::Uuid::new_v4().simple());
+    let created = json!({"id": id, "budget": {"mu": 1.0}});
+    let (s, _) = http(addrs[0], "POST", "/v1/datasets", Some(&created), None).unwrap();
+    assert_eq!(s, 201);
+    let (slowest, busy) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let clients: Vec<_> = (0..30)
+        .map(|c| {
+            let (addr, id) = (addrs[c % 3], id.clone());
+            let (slowest, busy) = (slowest.clone(), busy.clone());
+            std::thread::spawn(move || {
+                for i in 0..20 {
+                    let key = format!("c{c}-{i}");
+                    // μ = 0.001: 600 of them spend Σμ² = 6e-4 of the budget's 1, all fit.
+                    let body = json!({"event": {"type": "gdp", "mu": 0.001}, "label": key});
+                    loop {
+                        let t = std::time::Instant::now();
+                        let path = format!("/v1/datasets/{id}/charges");
+                        let (s, b) = http(addr, "POST", &path, Some(&body), Some(&key)).unwrap();
+                        slowest.fetch_max(t.elapsed().as_millis() as usize, Ordering::SeqCst);
+                        match s {
+                            200 | 201 => break,
+                            503 => {
+                                assert_eq!(b["error"], "busy", "{b}");
+                                busy.fetch_add(1, Ordering::SeqCst);
+                                std::thread::sleep(std::time::Duration::from_millis(100));
+                            }
+                            s => panic!("unexpected {s}: {b}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let slowest = slowest.load(Ordering::SeqCst) as u128;
+    eprintln!(
+        "contention over 3 replicas: slowest answer {slowest} ms, {} answered busy",
+        busy.load(Ordering::SeqCst)
+    );
+    assert!(
+        slowest < WRITE_WAIT_MS + TURN_SLACK_MS,
+        "an answer took {slowest} ms: the wait for a turn is not bounded"
+    );
+    let (_, d) = http(addrs[1], "GET", &format!("/v1/datasets/{id}"), None, None).unwrap();
+    assert_eq!(d["charges"], 600, "{d}");
+}

@@ -109,6 +109,10 @@ async fn the_dashboard_signs_in_with_an_api_token_and_out_again() {
     .await;
     assert_eq!(s, StatusCode::SEE_OTHER);
     assert!(h["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
+    // ... and on the server: the same cookie, kept by an attacker, opens nothing any more.
+    let (s, h, _) = raw(&app, "GET", "/ui", &[("cookie", &cookie)], None).await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    assert_eq!(h["location"], "/ui/signin");
     // Every page: its own strict CSP, never cached.
     let (_, h, _) = raw(&app, "GET", "/ui/signin", &[], None).await;
     let csp = h["content-security-policy"].to_str().unwrap();
@@ -133,6 +137,93 @@ async fn a_revoked_token_signs_the_dashboard_out() {
     let (s, h, _) = raw(&app, "GET", "/ui", &[("cookie", &cookie)], None).await;
     assert_eq!(s, StatusCode::SEE_OTHER);
     assert_eq!(h["location"], "/ui/signin");
+}
+
+/// Session lifetime in seconds (12 h), as the cookie's `Max-Age` says it.
+const SESSION_SECONDS: i64 = 12 * 3600;
+
+fn max_age(set_cookie: &str) -> i64 {
+    let v = set_cookie.split("Max-Age=").nth(1).unwrap();
+    v.split(';').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn the_cookie_is_a_server_side_session_not_the_token() {
+    let app = spawn_app().await;
+    let (s, h, _) = raw(
+        &app,
+        "POST",
+        "/ui/signin",
+        &[("sec-fetch-site", "same-origin")],
+        Some(&format!("token={}", app.token)),
+    )
+    .await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    let set = h["set-cookie"].to_str().unwrap().to_owned();
+    assert_eq!(max_age(&set), SESSION_SECONDS);
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let id = cookie.trim_start_matches("pl_session=");
+    // A random session id, not the token: it is no API credential.
+    assert!(id.starts_with("ps_") && id.len() == 67, "{id}");
+    assert!(!cookie.contains(&app.token));
+    let (s, _) = app
+        .call(
+            "GET",
+            "/v1/datasets",
+            None,
+            &[("authorization", &format!("Bearer {id}"))],
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // A made-up id of the right shape opens nothing.
+    let forged = format!("pl_session=ps_{}", "a".repeat(64));
+    let (s, h, _) = raw(&app, "GET", "/ui", &[("cookie", &forged)], None).await;
+    assert_eq!(
+        (s, h["location"].to_str().unwrap()),
+        (StatusCode::SEE_OTHER, "/ui/signin")
+    );
+    // Sign-in and sign-out are audited, naming the session by its hash, never by its id.
+    let (s, _, _) = raw(
+        &app,
+        "POST",
+        "/ui/signout",
+        &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
+        Some(""),
+    )
+    .await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    let (s, page) = app.get("/v1/audit?action=session.").await;
+    assert_eq!(s, StatusCode::OK);
+    let actions: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["session.opened", "session.closed"]);
+    assert!(
+        !page.to_string().contains(&id[3..]),
+        "the audit log holds the session id"
+    );
+}
+
+#[tokio::test]
+async fn a_token_keeps_a_bounded_number_of_sessions() {
+    let app = spawn_app().await;
+    let (s, t) = app
+        .post("/v1/tokens", json!({"name": "erin", "role": "auditor"}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{t}");
+    let secret = t["secret"].as_str().unwrap().to_owned();
+    // At most 32 sessions per token: the oldest goes when a 33rd is opened.
+    let first = session(&app, &secret).await;
+    for _ in 0..31 {
+        session(&app, &secret).await;
+    }
+    assert_eq!(page(&app, &first, "/ui").await.0, StatusCode::OK);
+    let last = session(&app, &secret).await;
+    assert_eq!(page(&app, &first, "/ui").await.0, StatusCode::SEE_OTHER);
+    assert_eq!(page(&app, &last, "/ui").await.0, StatusCode::OK);
 }
 
 #[tokio::test]

@@ -1,12 +1,14 @@
 //! The dashboard at `/ui`: server-rendered HTML and SVG from assets compiled into the binary
 //! (no script, nothing loaded from a network), over the same ledger front door as the API.
 //!
-//! **Sign-in.** The same tokens as the API: `POST /ui/signin` checks the token
-//! ([`crate::ledger::Ledgers::authenticate`]) and keeps it in an `HttpOnly`, `SameSite=Strict`
-//! cookie scoped to `/ui` (`Secure` when the request came over HTTPS through a proxy that says so);
-//! every page authenticates it again, so a revoked token signs the page out at its next request,
-//! and a page shows only what the token may see (the ledger authorises every read). The API
-//! itself never reads the cookie, so it cannot be driven by a cross-site form.
+//! **Sign-in.** The same tokens (or JWTs) as the API: `POST /ui/signin` checks the credential
+//! and opens a server-side session ([`crate::ledger::sessions`]); the browser gets only the
+//! session's random id, in an `HttpOnly`, `SameSite=Strict` cookie scoped to `/ui` (`Secure` when
+//! the request came over HTTPS through a proxy that says so). The id is no API credential, the
+//! store keeps only its hash, and every page reads the session (and the token behind it) again,
+//! so sign-out, expiry and a revoked token end it at its next request on every replica. A page
+//! shows only what the principal may see (the ledger authorises every read). The API itself
+//! never reads the cookie, so it cannot be driven by a cross-site form.
 //!
 //! **Forms** (`signin`, `signout`, `preview`) are refused unless the browser says they came from
 //! this origin (`Sec-Fetch-Site`, else `Origin` against `Host`); the cookie's `SameSite=Strict`
@@ -19,20 +21,19 @@ mod pages;
 use super::error::ApiError;
 use super::AppState;
 use crate::ledger::principal::Actor;
-use crate::ledger::LedgerError;
-use axum::extract::{DefaultBodyLimit, Form, FromRequestParts, Path, Query, State};
+use crate::ledger::sessions::is_session_id;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Form, FromRequestParts, Path, Query, State};
 use axum::http::{header, request::Parts, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use axum::Extension;
 use axum::Router;
 use maud::Markup;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The session cookie.
 const COOKIE: &str = "pl_session";
-
-/// How long a sign-in lasts in the browser (the token's own expiry and revocation still apply).
-const SESSION_SECONDS: u64 = 12 * 3600;
 
 /// Largest form accepted (the preview's event is the largest field).
 const MAX_FORM_BYTES: usize = 64 * 1024;
@@ -109,10 +110,10 @@ impl FromRequestParts<AppState> for Session {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, s: &AppState) -> Result<Self, Response> {
-        let Some(token) = cookie(&parts.headers) else {
+        let Some(id) = cookie(&parts.headers) else {
             return Err(Redirect::to("/ui/signin").into_response());
         };
-        match super::actor(parts, s, &token).await {
+        match super::actor(parts, s, super::Credential::Session(&id)).await {
             Ok(a) => Ok(Session(a)),
             Err(e) if e.status() == StatusCode::UNAUTHORIZED => {
                 Err(signed_out(Redirect::to("/ui/signin").into_response()))
@@ -122,7 +123,7 @@ impl FromRequestParts<AppState> for Session {
     }
 }
 
-/// The session token in the request's cookies.
+/// The session id in the request's cookies.
 fn cookie(h: &HeaderMap) -> Option<String> {
     h.get_all(header::COOKIE)
         .iter()
@@ -131,7 +132,7 @@ fn cookie(h: &HeaderMap) -> Option<String> {
         .filter_map(|c| c.trim().split_once('='))
         .find(|(k, _)| *k == COOKIE)
         .map(|(_, v)| v.to_owned())
-        .filter(|v| token_chars(v))
+        .filter(|v| is_session_id(v))
 }
 
 /// Tokens are `pl_` and hex, or a JWT (base64url and dots): nothing a cookie must quote.
@@ -211,7 +212,12 @@ struct SignIn {
     token: String,
 }
 
-async fn signin(State(s): State<AppState>, headers: HeaderMap, form: Form<SignIn>) -> Response {
+async fn signin(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    form: Form<SignIn>,
+) -> Response {
     if !same_origin(&headers) {
         return cross_site();
     }
@@ -224,28 +230,29 @@ async fn signin(State(s): State<AppState>, headers: HeaderMap, form: Form<SignIn
             )),
         );
     }
-    match s.ledgers.authenticate(&token).await {
-        Ok(_) => {
+    let peer = peer.map(|p| p.0 .0);
+    let opened = s.ledgers.open_session(
+        &token,
+        super::request_id(&headers),
+        peer.map(|p| p.to_string()),
+    );
+    match super::throttled_auth(&s, peer, opened).await {
+        Ok(session) => {
             let https = headers
                 .get("x-forwarded-proto")
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
             let cookie = format!(
-                "{COOKIE}={token}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECONDS}{}",
+                "{COOKIE}={}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{}",
+                session.id,
+                session.seconds,
                 if https { "; Secure" } else { "" }
             );
             let mut res = Redirect::to("/ui").into_response();
-            match HeaderValue::from_str(&cookie) {
-                Ok(v) => {
-                    res.headers_mut().insert(header::SET_COOKIE, v);
-                    res
-                }
-                Err(_) => page(
-                    StatusCode::UNAUTHORIZED,
-                    pages::signin(Some("Invalid token.")),
-                ),
-            }
+            let v = HeaderValue::from_str(&cookie).expect("a session id and digits are a header");
+            res.headers_mut().insert(header::SET_COOKIE, v);
+            res
         }
-        Err(LedgerError::Unauthenticated) => page(
+        Err(e) if e.status() == StatusCode::UNAUTHORIZED => page(
             StatusCode::UNAUTHORIZED,
             pages::signin(Some("This token is unknown, revoked or expired.")),
         ),
@@ -253,9 +260,28 @@ async fn signin(State(s): State<AppState>, headers: HeaderMap, form: Form<SignIn
     }
 }
 
-async fn signout(headers: HeaderMap) -> Response {
+/// Ends the session on the server (its cookie no longer opens a page), then in the browser.
+async fn signout(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+) -> Response {
     if !same_origin(&headers) {
         return cross_site();
+    }
+    if let Some(id) = cookie(&headers) {
+        // A session that already ended has nothing to close.
+        if let Ok(principal) = s.ledgers.session(&id).await {
+            let actor = Actor {
+                principal,
+                request_id: super::request_id(&headers),
+                client: peer.map(|p| p.0 .0.to_string()),
+            };
+            if let Err(e) = s.ledgers.close_session(&actor, &id).await {
+                // Not signed out on the server: say so rather than clear the cookie.
+                return error_page(Some(&actor.principal.name), e);
+            }
+        }
     }
     signed_out(Redirect::to("/ui/signin").into_response())
 }
