@@ -14,6 +14,7 @@ Standard library only.
 import argparse
 import http.client
 import json
+import random
 import statistics
 import threading
 import time
@@ -81,7 +82,14 @@ def main():
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--cheap", type=int, default=300)
+    ap.add_argument("--grid-step", type=float, default=1e-5,
+                    help="the heavy requests' grid step (smaller: larger distributions; 9e-6 "
+                         "takes them near the engine's 2^22-point limit)")
+    ap.add_argument("--vary", action="store_true",
+                    help="a different noise multiplier per heavy request, so no cache answers "
+                         "and every cache fills (the worst case for memory)")
     a = ap.parse_args()
+    HEAVY["grid_step"] = a.grid_step
     u = urllib.parse.urlparse(a.url)
     host, port = u.hostname, u.port or 80
     conn = http.client.HTTPConnection(host, port, timeout=60)
@@ -100,7 +108,12 @@ def main():
         c = http.client.HTTPConnection(host, port, timeout=120)
         while not stop.is_set():
             try:
-                s, body, retry = request(c, "POST", "/v1/accountant/compose", a.token, HEAVY)
+                heavy = HEAVY
+                if a.vary:
+                    heavy = json.loads(json.dumps(HEAVY))
+                    inner = heavy["events"][0]["event"]["event"]
+                    inner["noise_multiplier"] = round(0.8 + random.random() * 0.4, 6)
+                s, body, retry = request(c, "POST", "/v1/accountant/compose", a.token, heavy)
             except Exception as e:  # noqa: BLE001 - counted, not hidden
                 s, retry = f"exception {type(e).__name__}", None
                 c = http.client.HTTPConnection(host, port, timeout=120)
@@ -125,6 +138,8 @@ def main():
     peak = rss_peak_mb(a.pid)
     print(json.dumps({
         "clients": a.clients,
+        "grid_step": a.grid_step,
+        "vary": a.vary,
         "heavy_outcomes": outcomes,
         "cheap_idle_ms": {"p50": round(statistics.median(idle), 2), "p99": round(pct(idle, 99), 2)},
         "cheap_during_storm_ms": {"p50": round(statistics.median(during), 2),
