@@ -49,8 +49,10 @@ fn shown(hash: &str) -> String {
     format!("session:{}", &hash[..16])
 }
 
-fn millis(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+/// A session's times, to the microsecond: sessions are trimmed oldest first, and sign-ins within
+/// one millisecond must not tie.
+fn micros(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 /// Whether RFC 3339 time `t` has passed (an unreadable one has).
@@ -109,8 +111,8 @@ impl Ledgers {
             token_id: principal.token_id.clone(),
             principal: principal.name.clone(),
             role: principal.role.clone(),
-            created_at: millis(now),
-            expires_at: millis(end),
+            created_at: micros(now),
+            expires_at: micros(end),
         };
         let actor = Actor {
             principal: principal.clone(),

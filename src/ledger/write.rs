@@ -302,7 +302,7 @@ pub(super) const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_
 /// Past it the write is refused with 503 `busy` and `Retry-After` (nothing was written; a retry
 /// with the same Idempotency-Key is safe), instead of queueing without bound (a report found
 /// 39 s tails with 1,000 charges on one dataset across three replicas).
-pub(super) const MAX_WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+pub(super) const MAX_WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The moment a write that starts now stops waiting for its turn ([`MAX_WRITE_WAIT`]).
 pub(super) fn turn_deadline() -> tokio::time::Instant {

@@ -156,6 +156,16 @@ impl Server {
     }
 }
 
+/// A server left by a test (one that failed, or forgot to kill it) is killed with it: a leaked
+/// server keeps its database connections, and enough of them starve every other test of
+/// PostgreSQL's 100.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn acknowledged_charges_survive_sigkill_and_the_budget_is_never_exceeded() {
     let dir = super::api::temp_dir("crash");
