@@ -65,8 +65,43 @@ pub struct NewToken {
     pub secret: String,
 }
 
-fn hash(secret: &str) -> String {
+/// The SHA-256 (hex) a secret is stored as (tokens' secrets, sessions' ids).
+pub(super) fn hash(secret: &str) -> String {
     format!("{:x}", Sha256::digest(secret.as_bytes()))
+}
+
+/// A fresh secret: `prefix` and 64 hex digits (244 random bits from two version-4 UUIDs).
+pub(super) fn random_secret(prefix: &str) -> String {
+    format!(
+        "{prefix}{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// The principal of a token row and its expiry, if the token is live (neither revoked nor
+/// expired; an unreadable expiry has passed); [`LedgerError::Unauthenticated`] otherwise. Every
+/// use of a local token is checked here: a bearer secret, and a dashboard session opened with it.
+pub(super) fn live(
+    t: TokenRow,
+) -> Result<(Principal, Option<chrono::DateTime<chrono::Utc>>), LedgerError> {
+    let expiry = match t.expires_at.as_deref() {
+        None => None,
+        Some(e) => Some(
+            chrono::DateTime::parse_from_rfc3339(e)
+                .map_err(|_| LedgerError::Unauthenticated)?
+                .with_timezone(&chrono::Utc),
+        ),
+    };
+    if t.revoked_at.is_some() || expiry.is_some_and(|e| e <= chrono::Utc::now()) {
+        return Err(LedgerError::Unauthenticated);
+    }
+    let p = Principal {
+        token_id: t.id,
+        name: t.name,
+        role: t.role,
+    };
+    Ok((p, expiry))
 }
 
 fn view(t: &TokenRow) -> TokenView {
@@ -98,11 +133,7 @@ fn fresh(name: &str, role: &str, expires_at: Option<String>) -> Result<NewToken,
             ),
         ));
     }
-    let secret = format!(
-        "pl_{}{}",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
-    );
+    let secret = random_secret("pl_");
     Ok(NewToken {
         token: TokenView {
             id: uuid::Uuid::new_v4().to_string(),
@@ -155,24 +186,7 @@ impl Ledgers {
         let Some(t) = self.store.token_by_hash(&hash(secret)).await? else {
             return Err(LedgerError::Unauthenticated);
         };
-        let expiry = match t.expires_at.as_deref() {
-            None => None,
-            // An unreadable expiry has passed.
-            Some(e) => Some(
-                chrono::DateTime::parse_from_rfc3339(e)
-                    .map_err(|_| LedgerError::Unauthenticated)?
-                    .with_timezone(&chrono::Utc),
-            ),
-        };
-        if t.revoked_at.is_some() || expiry.is_some_and(|e| e <= chrono::Utc::now()) {
-            return Err(LedgerError::Unauthenticated);
-        }
-        let p = Principal {
-            token_id: t.id,
-            name: t.name,
-            role: t.role,
-        };
-        Ok((p, expiry))
+        live(t)
     }
 
     /// Makes a token (`expires_in`: from now); global admins only.

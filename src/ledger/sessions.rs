@@ -19,11 +19,11 @@
 //! the identity provider's key is removed in between; sign-out ends it. Sign-in and sign-out are
 //! audited (`session.opened`, `session.closed`), naming the session by its hash's first 16 digits.
 
+use super::auth::{hash, live, random_secret};
 use super::error::LedgerError;
 use super::principal::{Actor, Principal};
 use super::{audit, Ledgers};
 use crate::store::SessionRow;
-use sha2::{Digest, Sha256};
 
 /// The longest a dashboard session lasts.
 pub const SESSION_SECONDS: i64 = 12 * 3600;
@@ -38,10 +38,6 @@ pub struct NewSession {
     pub principal: Principal,
     /// Seconds until it ends (the cookie's `Max-Age`).
     pub seconds: i64,
-}
-
-fn hash(id: &str) -> String {
-    format!("{:x}", Sha256::digest(id.as_bytes()))
 }
 
 /// How the audit log names a session: its hash's first 16 hex digits (not the id).
@@ -101,11 +97,7 @@ impl Ledgers {
         if seconds <= 0 {
             return Err(LedgerError::Unauthenticated);
         }
-        let id = format!(
-            "ps_{}{}",
-            uuid::Uuid::new_v4().simple(),
-            uuid::Uuid::new_v4().simple()
-        );
+        let id = random_secret("ps_");
         let row = SessionRow {
             hash: hash(&id),
             token_id: principal.token_id.clone(),
@@ -152,16 +144,8 @@ impl Ledgers {
             });
         }
         // A local token is read again: its revocation or expiry ends the session now.
-        match token {
-            Some(t) if t.revoked_at.is_none() && !t.expires_at.as_deref().is_some_and(passed) => {
-                Ok(Principal {
-                    token_id: t.id,
-                    name: t.name,
-                    role: t.role,
-                })
-            }
-            _ => Err(LedgerError::Unauthenticated),
-        }
+        let token = token.ok_or(LedgerError::Unauthenticated)?;
+        live(token).map(|(p, _)| p)
     }
 
     /// Ends the session `id` on the server (sign-out); nothing when there is none.
