@@ -17,6 +17,17 @@ pub fn http(
     body: Option<&Value>,
     key: Option<&str>,
 ) -> std::io::Result<(u16, Value)> {
+    http_with_head(addr, method, path, body, key).map(|(s, _, b)| (s, b))
+}
+
+/// [`http`], with the response's head (status line and headers) in lower case.
+pub fn http_with_head(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    key: Option<&str>,
+) -> std::io::Result<(u16, String, Value)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let payload = body.map(Value::to_string).unwrap_or_default();
@@ -40,8 +51,9 @@ pub fn http(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| std::io::Error::other("no status line"))?;
-    let body = raw.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
-    Ok((status, serde_json::from_str(body).unwrap_or(Value::Null)))
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let body = serde_json::from_str(body).unwrap_or(Value::Null);
+    Ok((status, head.to_lowercase(), body))
 }
 
 /// The token `http` sends to the server on each port.
