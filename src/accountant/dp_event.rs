@@ -18,7 +18,7 @@
 //! | `DiscreteGaussianDpEvent{sigma, sensitivity, dimension}` (dimension null or 1) | `discrete_gaussian` |
 //! | `RandomizedResponseDpEvent{noise_parameter, num_buckets}` | `randomized_response` |
 //! | `EpsilonDeltaDpEvent{epsilon, delta}` | `epsilon_delta` |
-//! | `ZCDpEvent{rho}` | `zcdp` |
+//! | `ZCDpEvent{rho, xi}` | `zcdp` |
 //! | `PoissonSampledDpEvent{sampling_probability, event}` | `poisson_sampled{sampling_rate}` |
 //! | `SampledWithoutReplacementDpEvent{source_dataset_size, sample_size, event}` | `sampled_without_replacement{population_size, sample_size}` |
 //! | `SelfComposedDpEvent{event, count}` | `self_composed` |
@@ -196,6 +196,10 @@ fn translate(
         }
         "ZCDpEvent" => {
             copy(&mut f, &mut out, "rho", "rho")?;
+            // dp_accounting 0.6.0 serialises xi (default 0.0) with every ZCDpEvent.
+            if let Some((x, _)) = f.optional("xi") {
+                out.insert("xi".into(), x.clone());
+            }
             "zcdp"
         }
         "PoissonSampledDpEvent" => {
@@ -384,6 +388,25 @@ mod tests {
         assert_eq!(err.path, "$.event.module_name");
         let err = parse(json!({"module_name": 3, "class_name": "NoOpDpEvent"})).unwrap_err();
         assert_eq!(err.path, "$.module_name");
+    }
+
+    /// dp_accounting 0.6.0's own serialisation (`ZCDpEvent(0.5, 0.1).to_named_tuple()._asdict()`
+    /// and `ZCDpEvent(0.5)`'s, printed by it): xi is kept, and a serialised xi of 0.0 is plain
+    /// ρ-zCDP (one form with and without it).
+    #[test]
+    fn zcdp_events_carry_xi() {
+        let with = json!({"module_name": "dp_accounting.dp_event", "class_name": "ZCDpEvent", "rho": 0.5, "xi": 0.1});
+        assert_eq!(
+            parse(with).unwrap(),
+            native(json!({"type": "zcdp", "rho": 0.5, "xi": 0.1}))
+        );
+        let zero = json!({"module_name": "dp_accounting.dp_event", "class_name": "ZCDpEvent", "rho": 0.5, "xi": 0.0});
+        assert_eq!(
+            parse(zero).unwrap(),
+            native(json!({"type": "zcdp", "rho": 0.5}))
+        );
+        let err = parse(json!({"class_name": "ZCDpEvent", "rho": 0.5, "xi": -1.0})).unwrap_err();
+        assert_eq!(err.path, "$.xi");
     }
 
     #[test]

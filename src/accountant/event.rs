@@ -135,9 +135,14 @@ pub enum Event {
     },
     /// A mechanism known to be mu-GDP.
     Gdp { mu: NonNegative },
-    /// A black box known only to be rho-zCDP (Bun & Steinke 2016): its Rényi divergences between
-    /// neighbouring outputs, both ways, are at most rho·α for every order α > 1.
-    Zcdp { rho: NonNegative },
+    /// A black box known only to be (xi, rho)-zCDP (Bun & Steinke 2016, Definition 1.1): its Rényi
+    /// divergences between neighbouring outputs, both ways, are at most xi + rho·α for every order
+    /// α > 1 (`xi` absent: ρ-zCDP; a stated 0 is parsed as absent, so both have one form).
+    Zcdp {
+        rho: NonNegative,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        xi: Option<Positive>,
+    },
     /// A black box known only by points of its Rényi-DP curve (Mironov 2017): for each i, the
     /// Rényi divergence of order `orders[i]` > 1 between neighbouring outputs, both ways, is at
     /// most `rdp[i]`.
@@ -340,6 +345,14 @@ fn parse(
         },
         "zcdp" => Event::Zcdp {
             rho: nonneg(&mut f, "rho")?,
+            xi: match f.optional("xi") {
+                None => None,
+                Some((x, p)) => {
+                    let xi = NonNegative::new(json::number(x, &p)?)
+                        .map_err(|r| InputError::new(&p, r))?;
+                    Positive::new(xi.get()).ok()
+                }
+            },
         },
         "rdp" => {
             let (o, po) = f.required("orders")?;

@@ -36,7 +36,7 @@ fn event_ref() -> Value {
 }
 
 /// One variant: its tag, schema name, description and fields (all required but
-/// `total_variation`).
+/// `total_variation` and `xi`).
 type Variant = (
     &'static str,
     &'static str,
@@ -62,8 +62,9 @@ fn variants() -> Vec<Variant> {
                  ("total_variation", number("η ∈ [0, 1] (optional)", false, Some(1.0)))]),
         ("gdp", "GdpEvent", "A black box known to be μ-GDP.",
             vec![("mu", number("μ ≥ 0", false, None))]),
-        ("zcdp", "ZcdpEvent", "A black box known to be ρ-zCDP (Rényi divergence at most ρα at every order α > 1, both ways); accounted through its optimal (ε, δ) profile.",
-            vec![("rho", number("ρ ≥ 0", false, None))]),
+        ("zcdp", "ZcdpEvent", "A black box known to be (ξ, ρ)-zCDP (Rényi divergence at most ξ + ρα at every order α > 1, both ways; ξ absent or 0: ρ-zCDP); accounted through its optimal (ε, δ) profile.",
+            vec![("rho", number("ρ ≥ 0", false, None)),
+                 ("xi", number("ξ ≥ 0 (optional, default 0)", false, None))]),
         ("rdp", "RdpEvent", "A black box known by points of its Rényi-DP curve: at order orders[i] > 1 its Rényi divergence between neighbouring outputs, both ways, is at most rdp[i]; accounted through the smallest of the points' (ε, δ) conversions (Canonne, Kamath & Steinke 2020, Prop. 12) at every ε.",
             vec![("orders", json!({"type": "array", "minItems": 1, "maxItems": crate::accountant::event::MAX_RDP_ORDERS,
                                    "items": {"type": "number", "format": "double", "exclusiveMinimum": 1, "maximum": crate::accountant::event::MAX_RDP_ORDER},
@@ -92,7 +93,7 @@ fn schemas() -> Vec<(String, Value)> {
         props.insert("type".into(), json!({"type": "string", "enum": [tag]}));
         let mut required = vec![json!("type")];
         for (f, schema) in fields {
-            if f == "total_variation" {
+            if f == "total_variation" || f == "xi" {
                 // Optional: absent or null.
                 let mut s = schema;
                 s["type"] = json!(["number", "null"]);

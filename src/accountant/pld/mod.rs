@@ -437,11 +437,12 @@ fn pair_of(
             delta,
             total_variation,
         } => Source::epsilon_delta(epsilon.get(), delta.get(), total_variation.map(|t| t.get())),
-        Event::Zcdp { rho } => {
-            if rho.get() == 0.0 {
+        Event::Zcdp { rho, xi } => {
+            let xi = xi.map_or(0.0, |x| x.get());
+            if rho.get() == 0.0 && xi == 0.0 {
                 return Ok(None);
             }
-            Source::zcdp(rho.get())
+            Source::zcdp(rho.get(), xi)
         }
         Event::Rdp { orders, rdp } => {
             // Some order with divergence 0 makes the outputs identical: no privacy loss.

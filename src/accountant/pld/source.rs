@@ -474,8 +474,25 @@ impl Source {
     /// every ρ-zCDP mechanism's profile, so their minimum is one too (the discretisation takes the
     /// convex minorant). Lower: the Gaussian mechanism with μ² = 2ρ (rounded down), which is
     /// exactly ρ-zCDP (D_λ = λμ²/2), as witness.
-    pub(crate) fn zcdp(rho: f64) -> Self {
-        let bound = crate::accountant::renyi::BinaryBound::zcdp(rho);
+    ///
+    /// With ξ > 0 ((ξ, ρ)-zCDP, Bun & Steinke 2016, Definition 1.1): the binary-test bound of
+    /// τ(λ) = ξ + λρ alone (the classical conversion above is for ξ = 0), and the same Gaussian as
+    /// witness (its D_λ = λρ ≤ ξ + λρ); with ρ = 0 there is no Gaussian witness and the lower end
+    /// is the trivial one.
+    pub(crate) fn zcdp(rho: f64, xi: f64) -> Self {
+        let bound = crate::accountant::renyi::BinaryBound::zcdp(rho, xi);
+        let witness = Self::gaussian(rounding::down(
+            std::f64::consts::SQRT_2 * rho.sqrt(),
+            rounding::ARITH4_REL, // a root, a product and √2's rounding
+        ));
+        if xi > 0.0 {
+            let s = Self::black_box(Arc::new(move |e| bound.delta(e.max(0.0))));
+            return if rho > 0.0 {
+                s.with_witness(witness)
+            } else {
+                s
+            };
+        }
         Self::black_box(Arc::new(move |e| {
             let e = e.max(0.0);
             let b = bound.delta(e);
@@ -487,10 +504,7 @@ impl Source {
                 b.min(crate::accountant::zcdp::delta_for_epsilon(rho, e))
             }
         }))
-        .with_witness(Self::gaussian(rounding::down(
-            std::f64::consts::SQRT_2 * rho.sqrt(),
-            rounding::ARITH4_REL, // a root, a product and √2's rounding
-        )))
+        .with_witness(witness)
     }
 
     /// A black box known by points (λᵢ, τᵢ) of its Rényi curve (every τᵢ > 0): as
