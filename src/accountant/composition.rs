@@ -112,31 +112,36 @@ impl Composition {
             gdp_terms(g, rel, path, *n, &mut terms)?;
             next.gdp.add_terms(&terms);
         }
-        for (ev, n, p) in rest {
-            super::work::check()?;
-            let one = leaf_pld(ev, rel, self.grid_step, &p)?;
-            if *one == Pld::identity(self.grid_step) {
-                // No privacy loss at all (sampling rate 0, ε = δ = 0, ...): composing it changes
-                // nothing, and it must not move an exact ledger onto the numerical engine.
-                continue;
-            }
-            let clt = functionals(ev, rel, &one);
-            let mut one = (*one).clone();
-            if self.upper_only {
-                one.lower = None;
-            }
-            let many = if n == 1 {
-                one
-            } else {
-                one.self_compose(n).map_err(|x| x.at(&p))?
+        // The leaves in two halves, one per core (each half discretises and composes its own),
+        // then the halves and the running PLD composed.
+        let half = if rest.len() >= MIN_LEAVES_TO_SPLIT {
+            rest.len() / 2
+        } else {
+            rest.len()
+        };
+        let (first, second) = rest.split_at(half);
+        let (a, b) = if second.is_empty() {
+            let none = Composed {
+                pld: None,
+                clt: Some(CltSums::default()),
             };
-            next.pld = Some(match next.pld.take() {
-                None => many,
-                Some(acc) => acc.compose(&many).map_err(|x| x.at(&p))?,
-            });
-            next.clt = match (next.clt, clt) {
+            (self.compose_leaves(first), Ok(none))
+        } else {
+            super::pld::both(
+                || self.compose_leaves(first),
+                || self.compose_leaves(second),
+            )
+        };
+        for part in [a?, b?] {
+            if let Some((pld, at)) = part.pld {
+                next.pld = Some(match next.pld.take() {
+                    None => pld,
+                    Some(acc) => acc.compose(&pld).map_err(|x| x.at(&at))?,
+                });
+            }
+            next.clt = match (next.clt, part.clt) {
                 (Some(mut s), Some(f)) => {
-                    s.add(f, n);
+                    s.merge(&f);
                     Some(s)
                 }
                 _ => None,
@@ -145,6 +150,50 @@ impl Composition {
         next.invocations = self.invocations.saturating_add(e.invocations());
         *self = next;
         Ok(())
+    }
+
+    /// The composition of `leaves` (each with its multiplicity), discretised and composed one by
+    /// one, left to right. (A balanced tree of convolutions was tried: about 5 % faster on 400
+    /// distinct mechanisms, but it convolves pairs of concentrated PMFs, whose larger ‖·‖₂ raises
+    /// the calibrated FFT round-off bound subtracted from every lower figure: the lower ε bracket
+    /// widened by 1.3e-4 relative. Left to right, each convolution has one spread-out operand.)
+    fn compose_leaves(
+        &self,
+        leaves: &[(&Event, u64, JsonPath)],
+    ) -> Result<Composed, AccountantError> {
+        let rel = self.relation();
+        let mut pld: Option<(Pld, JsonPath)> = None;
+        let mut clt = Some(CltSums::default());
+        for (ev, n, p) in leaves {
+            super::work::check()?;
+            let one = leaf_pld(ev, rel, self.grid_step, p)?;
+            if *one == Pld::identity(self.grid_step) {
+                // No privacy loss at all (sampling rate 0, ε = δ = 0, ...): composing it changes
+                // nothing, and it must not move an exact ledger onto the numerical engine.
+                continue;
+            }
+            clt = match (clt, functionals(ev, rel, &one)) {
+                (Some(mut s), Some(f)) => {
+                    s.add(f, *n);
+                    Some(s)
+                }
+                _ => None,
+            };
+            let mut one = (*one).clone();
+            if self.upper_only {
+                one.lower = None;
+            }
+            let many = if *n == 1 {
+                one
+            } else {
+                one.self_compose(*n).map_err(|x| x.at(p))?
+            };
+            pld = Some(match pld {
+                None => (many, p.clone()),
+                Some((acc, _)) => (acc.compose(&many).map_err(|x| x.at(p))?, p.clone()),
+            });
+        }
+        Ok(Composed { pld, clt })
     }
 
     /// The composed guarantee, ready for queries: exact when analytic, else the PLD composed with the
@@ -337,6 +386,18 @@ impl PmfHeader {
 
 /// Bytes of discretised mechanisms kept in memory ([`leaf_pld`]): 64 MiB.
 pub const PLD_CACHE_BYTES: usize = 64 << 20;
+
+/// Fewest numerical leaves in one push for which they are split between the two cores (below it
+/// a thread costs more than it saves).
+const MIN_LEAVES_TO_SPLIT: usize = 4;
+
+/// Part of a push's numerical leaves, composed ([`Composition::compose_leaves`]): their PLD and the
+/// path of the leaf named when composing it with more fails; their CLT sums (`None` when a leaf
+/// has no usable functionals).
+struct Composed {
+    pld: Option<(Pld, JsonPath)>,
+    clt: Option<CltSums>,
+}
 
 /// The PLD of one (non-composite) event, memoised: a ledger charged step by step with the same
 /// mechanism (DP-SGD) discretises it once, not once per charge. The cache is a pure memo of

@@ -25,6 +25,10 @@
 //! | `ComposedDpEvent{events}` | `composed` |
 //! | `NoOpDpEvent` | `composed{events: []}` |
 //!
+//! `EpsilonDeltaDpEvent` and `DiscreteGaussianDpEvent` are not in dp_accounting 0.6.0's
+//! `dp_event.py` (its `PLDAccountant` answers "Unsupported event" for a generic (ε, δ) black box);
+//! they are accepted in the shape above for documents written by other versions or by hand.
+//!
 //! `NonPrivateDpEvent`, `UnsupportedDpEvent` and every other class are rejected at
 //! `<path>.class_name`.
 //!

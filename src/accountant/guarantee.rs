@@ -19,7 +19,7 @@ pub enum Method {
 
 /// A composed privacy guarantee the report can query. Every method returns a bracket
 /// `(lower, upper)` around the exact value; `upper` (or `lower` for β) is the sound end.
-pub trait Guarantee {
+pub trait Guarantee: Sync {
     /// The computation method.
     fn method(&self) -> Method;
     /// ε(δ) bracket (+∞ allowed).

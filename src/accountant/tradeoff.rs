@@ -440,7 +440,7 @@ impl PiecewiseLinear {
         flat.push((0.0, 0.0));
         steep.reverse();
         steep.extend(flat);
-        upper_envelope(&steep)
+        upper_envelope(steep)
     }
 }
 
@@ -464,14 +464,15 @@ pub(crate) fn lower_hull(pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
 }
 
 /// The upper envelope over α ∈ [0, 1] of lines β = c + mα (given as (m, c)), as a polygonal curve.
-fn upper_envelope(lines: &[(f64, f64)]) -> PiecewiseLinear {
+fn upper_envelope(mut ls: Vec<(f64, f64)>) -> PiecewiseLinear {
     // Sort by slope ascending; for equal slopes keep the highest intercept.
-    let mut ls: Vec<(f64, f64)> = lines.to_vec();
     ls.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
     ls.dedup_by(|b, a| a.0 == b.0);
     // Convex hull trick: on [0, 1] the winning line's slope increases with α.
     let x_of = |l1: (f64, f64), l2: (f64, f64)| (l1.1 - l2.1) / (l2.0 - l1.0);
-    let mut st: Vec<(f64, f64)> = Vec::new();
+    // Sized for the worst case up front: grown by doubling, these buffers (tens of thousands of
+    // lines) cost more in fresh pages than the envelope itself.
+    let mut st: Vec<(f64, f64)> = Vec::with_capacity(ls.len());
     for &l in &ls {
         while let Some(&top) = st.last() {
             // `top` never wins if `l` overtakes `prev` no later than `top` does.
@@ -492,7 +493,7 @@ fn upper_envelope(lines: &[(f64, f64)]) -> PiecewiseLinear {
         st.push(l);
     }
     // Walk the envelope over [0, 1].
-    let mut pts: Vec<(f64, f64)> = Vec::new();
+    let mut pts: Vec<(f64, f64)> = Vec::with_capacity(st.len() + 2);
     let f = |l: (f64, f64), x: f64| l.1 + l.0 * x;
     let mut x = 0.0;
     let mut i = 0;

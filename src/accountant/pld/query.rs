@@ -279,8 +279,11 @@ impl PldGuarantee {
                 .map(|s| s.delta_upper(e_top))
                 .fold(0.0, f64::max),
         ));
-        let curve = PiecewiseLinear::from_profile(&profile);
-        let lines = Lines::new(&profile);
+        // Two independent readings of one profile: one per core.
+        let (curve, lines) = super::both(
+            || PiecewiseLinear::from_profile(&profile),
+            || Lines::new(&profile),
+        );
         PldGuarantee {
             sides,
             lines,
