@@ -167,10 +167,25 @@ impl Pld {
             upper_lens.iter_mut().flatten().collect(),
             lower_lens.iter_mut().flatten().flatten().collect(),
         );
-        let mut out = self.compose_pmfs(other, upper_lens)?;
-        if let (Some((a, b)), Some(lens)) = (lower, lower_lens) {
-            out.lower = Some(Box::new(a.compose_pmfs(b, lens)?));
-        }
+        let out = match (lower, lower_lens) {
+            // Symmetric pairs convolve one ordering: the upper and lower PMFs on a core each
+            // (otherwise each already splits its two orderings between the cores).
+            (Some((a, b)), Some(lens)) if self.is_symmetric() && other.is_symmetric() => {
+                let (up, low) = both(
+                    || self.compose_pmfs(other, upper_lens),
+                    || a.compose_pmfs(b, lens),
+                );
+                let mut out = up?;
+                out.lower = Some(Box::new(low?));
+                out
+            }
+            (Some((a, b)), Some(lens)) => {
+                let mut out = self.compose_pmfs(other, upper_lens)?;
+                out.lower = Some(Box::new(a.compose_pmfs(b, lens)?));
+                out
+            }
+            _ => self.compose_pmfs(other, upper_lens)?,
+        };
         Ok(out)
     }
 
@@ -211,10 +226,24 @@ impl Pld {
                 .map(|w| &mut w.fft_len)
                 .collect(),
         );
-        let mut out = self.self_compose_pmfs(n, upper)?;
-        if let (Some(low), Some(w)) = (composed_lower, lower) {
-            out.lower = Some(Box::new(low.self_compose_pmfs(n, w)?));
-        }
+        let mut out = match (composed_lower, lower) {
+            // A symmetric pair powers one ordering: the upper and lower PMFs on a core each.
+            (Some(low), Some(w)) if self.add.is_none() => {
+                let (up, low) = both(
+                    || self.self_compose_pmfs(n, upper),
+                    || low.self_compose_pmfs(n, w),
+                );
+                let mut out = up?;
+                out.lower = Some(Box::new(low?));
+                out
+            }
+            (Some(low), Some(w)) => {
+                let mut out = self.self_compose_pmfs(n, upper)?;
+                out.lower = Some(Box::new(low.self_compose_pmfs(n, w)?));
+                out
+            }
+            _ => self.self_compose_pmfs(n, upper)?,
+        };
         if let Some(low) = exact_lower {
             out.lower = Some(Box::new(low));
         }

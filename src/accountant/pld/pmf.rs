@@ -341,15 +341,13 @@ impl Pmf {
         for (k, z) in spec.iter_mut().enumerate() {
             let r2 = z.norm_sqr();
             let r = r2.sqrt() + eta;
-            let rn = if r >= 1e-300 {
-                (nf * r.ln()).exp()
-            } else {
-                0.0
-            };
+            // ln r once for both powers below (the same values as taking it twice).
+            let ln_r = if r >= 1e-300 { r.ln() } else { 0.0 };
+            let rn = if r >= 1e-300 { (nf * ln_r).exp() } else { 0.0 };
             sn += rn;
             // The plain power's error bound: the transform's η amplified n·rⁿ⁻¹ times, plus cpow's.
             let plain_err = if r >= 1e-300 {
-                nf * eta * ((nf - 1.0) * r.ln()).exp() + cpow_rel * rn
+                nf * eta * ((nf - 1.0) * ln_r).exp() + cpow_rel * rn
             } else {
                 0.0
             };
