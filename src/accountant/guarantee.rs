@@ -52,6 +52,11 @@ pub trait Guarantee: Sync {
     fn tpr(&self, fpr: f64) -> f64 {
         super::rounding::prob_up(1.0 - self.beta_bounds(fpr).0, U)
     }
+    /// [`Guarantee::beta_bounds`] and [`Guarantee::tpr`] at one α (a trade-off row reads both;
+    /// an implementation may share their work).
+    fn beta_and_tpr(&self, alpha: f64) -> ((f64, f64), f64) {
+        (self.beta_bounds(alpha), self.tpr(alpha))
+    }
     /// (μ, δ) when the guarantee is exactly G_μ ⊗ f_{0,δ} (the filter's), for its group figures
     /// ([`super::gdp::group_delta`]); `None` otherwise.
     fn gdp_with_delta(&self) -> Option<(f64, f64)> {

@@ -163,8 +163,8 @@ struct Readings {
 impl Readings {
     fn of(g: &dyn Guarantee, opts: &ReportOptions) -> Self {
         let row = |alpha: f64| {
-            let (lo, hi) = g.beta_bounds(alpha);
-            (alpha, lo, hi, g.tpr(alpha))
+            let ((lo, hi), tpr) = g.beta_and_tpr(alpha);
+            (alpha, lo, hi, tpr)
         };
         let alpha_star = g.alpha_star();
         let mut tier2_alphas = TIER2_ALPHAS.to_vec();

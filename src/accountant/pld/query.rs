@@ -417,6 +417,13 @@ impl Guarantee for PldGuarantee {
         rounding::prob_up(1.0 - self.lines.lower_at(fpr), U)
     }
 
+    /// The lower curve read once for both (each reading is a pass over every line).
+    fn beta_and_tpr(&self, alpha: f64) -> ((f64, f64), f64) {
+        let lo = self.lines.lower_at(alpha);
+        let tpr = rounding::prob_up(1.0 - lo, U);
+        ((lo, self.curve_upper(alpha).max(lo)), tpr)
+    }
+
     fn mu(&self, delta_slack: f64) -> MuReport {
         let m = self.mu_bracket(delta_slack);
         MuReport {
