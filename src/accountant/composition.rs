@@ -18,6 +18,7 @@ use super::pld::query::PldGuarantee;
 use super::pld::{Pld, Pmf};
 use super::{AccountantError, NeighboringRelation};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Version of the serialised form ([`Composition::to_bytes`]).
@@ -101,6 +102,16 @@ impl Composition {
     /// Adds an event (located at `path` for error messages). All-or-nothing: on error the
     /// composition is unchanged.
     pub fn push(&mut self, e: &Event, path: &JsonPath) -> Result<(), AccountantError> {
+        self.push_within(e, path, SPLIT_MAX_POINTS)
+    }
+
+    /// [`Composition::push`], the halves of a split stopping past `max_points` held together.
+    fn push_within(
+        &mut self,
+        e: &Event,
+        path: &JsonPath,
+        max_points: usize,
+    ) -> Result<(), AccountantError> {
         let rel = self.relation();
         let mut gaussian: Vec<(Event, u64)> = Vec::new();
         let mut rest: Vec<(&Event, u64, JsonPath)> = Vec::new();
@@ -112,41 +123,49 @@ impl Composition {
             gdp_terms(g, rel, path, *n, &mut terms)?;
             next.gdp.add_terms(&terms);
         }
-        // The leaves in two halves, one per core (each half discretises and composes its own),
-        // then the halves and the running PLD composed.
+        // The leaves in two halves, one per core (each discretises and composes its own), while
+        // their two running compositions together stay small (see `Split`); past that, or for
+        // few leaves, one after another on this thread. Then the parts and the running PLD are
+        // composed.
         let half = if rest.len() >= MIN_LEAVES_TO_SPLIT {
             rest.len() / 2
         } else {
             rest.len()
         };
         let (first, second) = rest.split_at(half);
-        let (a, b) = if second.is_empty() {
-            let none = Composed {
-                pld: None,
-                clt: Some(CltSums::default()),
-            };
-            (self.compose_leaves(first), Ok(none))
-        } else {
-            super::pld::both(
-                || self.compose_leaves(first),
-                || self.compose_leaves(second),
-            )
+        // The running PLD comes first, so each convolution has one spread-out operand (see
+        // `compose_leaves`).
+        let mut all = Composed {
+            pld: next.pld.take().map(|p| (p, path.clone())),
+            ..start_again()
         };
-        for part in [a?, b?] {
-            if let Some((pld, at)) = part.pld {
-                next.pld = Some(match next.pld.take() {
-                    None => pld,
-                    Some(acc) => acc.compose(&pld).map_err(|x| x.at(&at))?,
-                });
-            }
-            next.clt = match (next.clt, part.clt) {
-                (Some(mut s), Some(f)) => {
-                    s.merge(&f);
-                    Some(s)
-                }
-                _ => None,
+        if !second.is_empty() {
+            let split = Split {
+                max_points,
+                ..Split::default()
             };
+            let (a, b) = super::pld::both(
+                || self.compose_leaves(first, start_again(), Some(&split)),
+                || self.compose_leaves(second, start_again(), Some(&split)),
+            );
+            // What a half left undone (the split stopped) is composed one after another below.
+            let (a, b) = (a?, b?);
+            let (a_done, b_done) = (a.done, b.done);
+            let halves = a.join(b).map_err(|x| x.at(path))?;
+            all = all.join(halves).map_err(|x| x.at(path))?;
+            all = self.compose_leaves(&first[a_done..], all, None)?;
+            all = self.compose_leaves(&second[b_done..], all, None)?;
+        } else {
+            all = self.compose_leaves(first, all, None)?;
         }
+        next.pld = all.pld.map(|(p, _)| p);
+        next.clt = match (next.clt, all.clt) {
+            (Some(mut s), Some(f)) => {
+                s.merge(&f);
+                Some(s)
+            }
+            _ => None,
+        };
         next.invocations = self.invocations.saturating_add(e.invocations());
         *self = next;
         Ok(())
@@ -157,15 +176,28 @@ impl Composition {
     /// distinct mechanisms, but it convolves pairs of concentrated PMFs, whose larger ‖·‖₂ raises
     /// the calibrated FFT round-off bound subtracted from every lower figure: the lower ε bracket
     /// widened by 1.3e-4 relative. Left to right, each convolution has one spread-out operand.)
+    ///
+    /// Starts from `from` (its `done` is ignored) and returns how many of `leaves` it composed:
+    /// all of them, unless `split` says the two halves of a split hold too much, then it stops at
+    /// a leaf boundary and the caller composes the rest.
     fn compose_leaves(
         &self,
         leaves: &[(&Event, u64, JsonPath)],
+        from: Composed,
+        split: Option<&Split>,
     ) -> Result<Composed, AccountantError> {
         let rel = self.relation();
-        let mut pld: Option<(Pld, JsonPath)> = None;
-        let mut clt = Some(CltSums::default());
-        for (ev, n, p) in leaves {
+        let Composed {
+            mut pld, mut clt, ..
+        } = from;
+        let mut held = 0usize;
+        for (done, (ev, n, p)) in leaves.iter().enumerate() {
             super::work::check()?;
+            if let Some(s) = split {
+                if s.stop.load(Ordering::Relaxed) {
+                    return Ok(Composed { pld, clt, done });
+                }
+            }
             let one = leaf_pld(ev, rel, self.grid_step, p)?;
             if *one == Pld::identity(self.grid_step) {
                 // No privacy loss at all (sampling rate 0, ε = δ = 0, ...): composing it changes
@@ -192,8 +224,24 @@ impl Composition {
                 None => (many, p.clone()),
                 Some((acc, _)) => (acc.compose(&many).map_err(|x| x.at(p))?, p.clone()),
             });
+            if let (Some(s), Some((acc, _))) = (split, &pld) {
+                let now = acc.grid_points();
+                let total = if now >= held {
+                    s.held.fetch_add(now - held, Ordering::Relaxed) + (now - held)
+                } else {
+                    s.held.fetch_sub(held - now, Ordering::Relaxed) - (held - now)
+                };
+                held = now;
+                if total > s.max_points {
+                    s.stop.store(true, Ordering::Relaxed);
+                }
+            }
         }
-        Ok(Composed { pld, clt })
+        Ok(Composed {
+            pld,
+            clt,
+            done: leaves.len(),
+        })
     }
 
     /// The composed guarantee, ready for queries: exact when analytic, else the PLD composed with the
@@ -391,12 +439,56 @@ pub const PLD_CACHE_BYTES: usize = 64 << 20;
 /// a thread costs more than it saves).
 const MIN_LEAVES_TO_SPLIT: usize = 4;
 
+/// Most grid points the two halves of a split push may hold in their running compositions
+/// together (both orderings and lower PMFs counted) before they stop and the rest is composed on
+/// one thread: as many as one PMF at the engine's limit, a fraction of what a computation may hold
+/// anyway, so splitting never raises a computation's peak memory beyond the one-thread bound the
+/// service plans for.
+const SPLIT_MAX_POINTS: usize = super::pld::MAX_GRID_POINTS;
+
+/// What the two halves of a split push share: the grid points their running compositions hold,
+/// the most they may ([`SPLIT_MAX_POINTS`]), and whether they must stop.
+#[derive(Default)]
+struct Split {
+    held: AtomicUsize,
+    max_points: usize,
+    stop: AtomicBool,
+}
+
 /// Part of a push's numerical leaves, composed ([`Composition::compose_leaves`]): their PLD and the
 /// path of the leaf named when composing it with more fails; their CLT sums (`None` when a leaf
-/// has no usable functionals).
+/// has no usable functionals); how many leaves it composed.
 struct Composed {
     pld: Option<(Pld, JsonPath)>,
     clt: Option<CltSums>,
+    done: usize,
+}
+
+/// An empty part.
+fn start_again() -> Composed {
+    Composed {
+        pld: None,
+        clt: Some(CltSums::default()),
+        done: 0,
+    }
+}
+
+impl Composed {
+    /// Both parts as one (their PLDs composed, their CLT sums merged; `done` is the caller's).
+    fn join(self, other: Composed) -> Result<Composed, super::pld::PldError> {
+        let pld = match (self.pld, other.pld) {
+            (Some((a, at)), Some((b, _))) => Some((a.compose(&b)?, at)),
+            (a, b) => a.or(b),
+        };
+        let clt = match (self.clt, other.clt) {
+            (Some(mut s), Some(f)) => {
+                s.merge(&f);
+                Some(s)
+            }
+            _ => None,
+        };
+        Ok(Composed { pld, clt, done: 0 })
+    }
 }
 
 /// The PLD of one (non-composite) event, memoised: a ledger charged step by step with the same
@@ -491,5 +583,66 @@ fn functionals(e: &Event, rel: NeighboringRelation, pld: &Pld) -> Option<Functio
                 Functionals::from_atoms(&atoms)
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// How far composition order may move ε at δ ≥ 1e-9: tails truncated (≤ 1e-15 of mass each)
+    /// and round-off bounded at other places (see tests/integration/pld.rs, `ORDER_TOL`).
+    const ORDER_TOL: f64 = 1e-6;
+
+    fn events() -> Vec<Event> {
+        (0..8)
+            .map(|i| {
+                let v = if i % 2 == 0 {
+                    json!({"type": "laplace", "noise_multiplier": 5.0 + i as f64})
+                } else {
+                    json!({"type": "poisson_sampled", "sampling_rate": 0.01 * i as f64,
+                           "event": {"type": "gaussian", "noise_multiplier": 1.0 + 0.1 * i as f64}})
+                };
+                Event::from_json(&v).unwrap()
+            })
+            .collect()
+    }
+
+    fn composition() -> Composition {
+        Composition::new(
+            NeighboringRelation::AddOrRemoveOne,
+            GridStep::new(1e-4).unwrap(),
+        )
+    }
+
+    /// A split whose halves hold more than allowed stops at a leaf boundary (here after each
+    /// half's first leaf) and the rest is composed on one thread: every leaf counted once, the
+    /// same figures as a split that never stops and as pushing one event at a time.
+    #[test]
+    fn a_split_holding_too_much_finishes_on_one_thread() {
+        let all = Event::Composed { events: events() };
+        let root = JsonPath::root();
+        let mut free = composition();
+        free.push_within(&all, &root, usize::MAX).unwrap();
+        let mut capped = composition();
+        capped.push_within(&all, &root, 1).unwrap();
+        let mut one_by_one = composition();
+        for e in events() {
+            one_by_one.push(&e, &root).unwrap();
+        }
+        let g: Vec<_> = [&free, &capped, &one_by_one]
+            .iter()
+            .map(|c| c.guarantee().unwrap())
+            .collect();
+        for d in [1e-5, 1e-9] {
+            let x = g[2].epsilon_bounds(d).1;
+            for other in &g[..2] {
+                let y = other.epsilon_bounds(d).1;
+                assert!((x - y).abs() <= ORDER_TOL * x, "ε({d}): {x} vs {y}");
+            }
+        }
+        assert_eq!(capped.invocations(), 8);
+        assert_eq!(free.invocations(), 8);
     }
 }
