@@ -424,11 +424,24 @@ impl Guarantee for PldGuarantee {
         ((lo, self.curve_upper(alpha).max(lo)), tpr)
     }
 
+    /// The fit first; then its lower bound and its regret, which both start from it, on a core
+    /// each.
     fn mu(&self, delta_slack: f64) -> MuReport {
-        let m = self.mu_bracket(delta_slack);
-        MuReport {
-            regret: m.upper.map(|mu| self.regret(mu)),
-            ..m
+        match self.mu_fit(delta_slack) {
+            Ok((mu, at)) => {
+                let (lower, regret) = super::both(
+                    || self.mu_lower(delta_slack, at).min(mu),
+                    || self.regret(mu),
+                );
+                MuReport {
+                    upper: Some(mu),
+                    lower: Some(lower),
+                    delta_slack,
+                    regret: Some(regret),
+                    reason: None,
+                }
+            }
+            Err(_) => self.mu_bracket(delta_slack),
         }
     }
 
