@@ -134,10 +134,11 @@ impl Composition {
         };
         let (first, second) = rest.split_at(half);
         // The running PLD comes first, so each convolution has one spread-out operand (see
-        // `compose_leaves`).
+        // `compose_leaves`); the running CLT sums are added to like any part's.
         let mut all = Composed {
             pld: next.pld.take().map(|p| (p, path.clone())),
-            ..start_again()
+            clt: next.clt,
+            done: 0,
         };
         if !second.is_empty() {
             let split = Split {
@@ -145,8 +146,8 @@ impl Composition {
                 ..Split::default()
             };
             let (a, b) = super::pld::both(
-                || self.compose_leaves(first, start_again(), Some(&split)),
-                || self.compose_leaves(second, start_again(), Some(&split)),
+                || self.compose_leaves(first, Composed::empty(), Some(&split)),
+                || self.compose_leaves(second, Composed::empty(), Some(&split)),
             );
             // What a half left undone (the split stopped) is composed one after another below.
             let (a, b) = (a?, b?);
@@ -159,13 +160,7 @@ impl Composition {
             all = self.compose_leaves(first, all, None)?;
         }
         next.pld = all.pld.map(|(p, _)| p);
-        next.clt = match (next.clt, all.clt) {
-            (Some(mut s), Some(f)) => {
-                s.merge(&f);
-                Some(s)
-            }
-            _ => None,
-        };
+        next.clt = all.clt;
         next.invocations = self.invocations.saturating_add(e.invocations());
         *self = next;
         Ok(())
@@ -464,16 +459,16 @@ struct Composed {
     done: usize,
 }
 
-/// An empty part.
-fn start_again() -> Composed {
-    Composed {
-        pld: None,
-        clt: Some(CltSums::default()),
-        done: 0,
-    }
-}
-
 impl Composed {
+    /// No leaves yet.
+    fn empty() -> Composed {
+        Composed {
+            pld: None,
+            clt: Some(CltSums::default()),
+            done: 0,
+        }
+    }
+
     /// Both parts as one (their PLDs composed, their CLT sums merged; `done` is the caller's).
     fn join(self, other: Composed) -> Result<Composed, super::pld::PldError> {
         let pld = match (self.pld, other.pld) {

@@ -167,26 +167,14 @@ impl Pld {
             upper_lens.iter_mut().flatten().collect(),
             lower_lens.iter_mut().flatten().flatten().collect(),
         );
-        let out = match (lower, lower_lens) {
-            // Symmetric pairs convolve one ordering: the upper and lower PMFs on a core each
-            // (otherwise each already splits its two orderings between the cores).
-            (Some((a, b)), Some(lens)) if self.is_symmetric() && other.is_symmetric() => {
-                let (up, low) = both(
-                    || self.compose_pmfs(other, upper_lens),
-                    || a.compose_pmfs(b, lens),
-                );
-                let mut out = up?;
-                out.lower = Some(Box::new(low?));
-                out
-            }
-            (Some((a, b)), Some(lens)) => {
-                let mut out = self.compose_pmfs(other, upper_lens)?;
-                out.lower = Some(Box::new(a.compose_pmfs(b, lens)?));
-                out
-            }
-            _ => self.compose_pmfs(other, upper_lens)?,
-        };
-        Ok(out)
+        let low = lower
+            .zip(lower_lens)
+            .map(|((a, b), lens)| move || a.compose_pmfs(b, lens));
+        with_lower(
+            self.is_symmetric() && other.is_symmetric(),
+            || self.compose_pmfs(other, upper_lens),
+            low,
+        )
     }
 
     /// The FFT lengths of composing each ordering with `other`'s (`None` where a convolution is
@@ -226,24 +214,10 @@ impl Pld {
                 .map(|w| &mut w.fft_len)
                 .collect(),
         );
-        let mut out = match (composed_lower, lower) {
-            // A symmetric pair powers one ordering: the upper and lower PMFs on a core each.
-            (Some(low), Some(w)) if self.add.is_none() => {
-                let (up, low) = both(
-                    || self.self_compose_pmfs(n, upper),
-                    || low.self_compose_pmfs(n, w),
-                );
-                let mut out = up?;
-                out.lower = Some(Box::new(low?));
-                out
-            }
-            (Some(low), Some(w)) => {
-                let mut out = self.self_compose_pmfs(n, upper)?;
-                out.lower = Some(Box::new(low.self_compose_pmfs(n, w)?));
-                out
-            }
-            _ => self.self_compose_pmfs(n, upper)?,
-        };
+        let low = composed_lower
+            .zip(lower)
+            .map(|(low, w)| move || low.self_compose_pmfs(n, w));
+        let mut out = with_lower(self.add.is_none(), || self.self_compose_pmfs(n, upper), low)?;
         if let Some(low) = exact_lower {
             out.lower = Some(Box::new(low));
         }
@@ -372,6 +346,31 @@ fn share_len(mut lens: Vec<&mut usize>) -> bool {
         **l = shared;
     }
     true
+}
+
+/// The PLD `upper` makes, with the PLD `lower` makes (when given) as its lower PMFs. With `split`
+/// (a symmetric pair: one ordering each) the two run on a core each; otherwise one after the
+/// other, as each already splits its two orderings between the cores.
+fn with_lower<U, L>(split: bool, upper: U, lower: Option<L>) -> Result<Pld, PldError>
+where
+    U: FnOnce() -> Result<Pld, PldError> + Send,
+    L: FnOnce() -> Result<Pld, PldError> + Send,
+{
+    match lower {
+        Some(lower) if split => {
+            let (up, low) = both(upper, lower);
+            let mut out = up?;
+            out.lower = Some(Box::new(low?));
+            Ok(out)
+        }
+        lower => {
+            let mut out = upper()?;
+            if let Some(lower) = lower {
+                out.lower = Some(Box::new(lower()?));
+            }
+            Ok(out)
+        }
+    }
 }
 
 /// Runs the two orderings' work on two threads (they are independent; the machine has ≥ 2 cores),

@@ -329,6 +329,36 @@ impl PldGuarantee {
         v.max(lines::mu_lower_at(slack, at, |a| self.curve_upper(a)))
     }
 
+    /// The μ report: the fit first, then its lower bound and (`with_regret`) its regret, which both
+    /// start from it, on a core each.
+    fn mu_report(&self, delta_slack: f64, with_regret: bool) -> MuReport {
+        match self.mu_fit(delta_slack) {
+            Ok((mu, at)) => {
+                let lower = || self.mu_lower(delta_slack, at).min(mu);
+                let (lower, regret) = if with_regret {
+                    let (l, r) = super::both(lower, || self.regret(mu));
+                    (l, Some(r))
+                } else {
+                    (lower(), None)
+                };
+                MuReport {
+                    upper: Some(mu),
+                    lower: Some(lower),
+                    delta_slack,
+                    regret,
+                    reason: None,
+                }
+            }
+            Err(reason) => MuReport {
+                upper: None,
+                lower: None,
+                delta_slack,
+                regret: None,
+                reason: Some(reason),
+            },
+        }
+    }
+
     /// The regret Δ(f, G_μ) (Gomez et al., "(ε,δ) considered harmful" eq. (13), Alg. 2): the smallest κ with f(α + κ) − κ ≤ G_μ(α)
     /// for all α, by bisection on κ over the curve's vertices and a 10 000-point grid; the lower end
     /// of the final bracket is returned (Gomez et al., "(ε,δ) considered harmful": "we underestimate Δ").
@@ -424,25 +454,8 @@ impl Guarantee for PldGuarantee {
         ((lo, self.curve_upper(alpha).max(lo)), tpr)
     }
 
-    /// The fit first; then its lower bound and its regret, which both start from it, on a core
-    /// each.
     fn mu(&self, delta_slack: f64) -> MuReport {
-        match self.mu_fit(delta_slack) {
-            Ok((mu, at)) => {
-                let (lower, regret) = super::both(
-                    || self.mu_lower(delta_slack, at).min(mu),
-                    || self.regret(mu),
-                );
-                MuReport {
-                    upper: Some(mu),
-                    lower: Some(lower),
-                    delta_slack,
-                    regret: Some(regret),
-                    reason: None,
-                }
-            }
-            Err(_) => self.mu_bracket(delta_slack),
-        }
+        self.mu_report(delta_slack, true)
     }
 
     fn mu_upper(&self, delta_slack: f64) -> Option<f64> {
@@ -450,22 +463,7 @@ impl Guarantee for PldGuarantee {
     }
 
     fn mu_bracket(&self, delta_slack: f64) -> MuReport {
-        match self.mu_fit(delta_slack) {
-            Ok((mu, at)) => MuReport {
-                upper: Some(mu),
-                lower: Some(self.mu_lower(delta_slack, at).min(mu)),
-                delta_slack,
-                regret: None,
-                reason: None,
-            },
-            Err(reason) => MuReport {
-                upper: None,
-                lower: None,
-                delta_slack,
-                regret: None,
-                reason: Some(reason),
-            },
-        }
+        self.mu_report(delta_slack, false)
     }
 
     fn infinity_mass(&self) -> f64 {
