@@ -5,6 +5,7 @@
 use super::crash::{http, Server};
 use super::store::postgres_url;
 use serde_json::json;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -101,45 +102,7 @@ fn a_hung_database_fails_queued_requests_within_the_store_timeout() {
     let (s, _) = http(addr, "POST", "/v1/datasets", Some(&created), None).unwrap();
     assert_eq!(s, 201);
 
-    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
-    let (unavailable, slowest_503) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..48)
-        .map(|w| {
-            let (acked, unavailable, slowest_503, stop, id) = (
-                acked.clone(),
-                unavailable.clone(),
-                slowest_503.clone(),
-                stop.clone(),
-                id.clone(),
-            );
-            std::thread::spawn(move || {
-                let mut i = 0;
-                while !stop.load(Ordering::SeqCst) {
-                    let key = format!("w{w}-r{i}");
-                    let body = json!({"event": {"type": "gdp", "mu": 0.01}, "label": key});
-                    let path = format!("/v1/datasets/{id}/charges");
-                    let t = Instant::now();
-                    match http(addr, "POST", &path, Some(&body), Some(&key)) {
-                        Ok((200 | 201, _)) => {
-                            acked.lock().unwrap().push(key);
-                            i += 1;
-                        }
-                        Ok((409, _)) => i += 1,
-                        Ok((503, _)) => {
-                            unavailable.fetch_add(1, Ordering::SeqCst);
-                            let ms = t.elapsed().as_millis() as usize;
-                            slowest_503.fetch_max(ms, Ordering::SeqCst);
-                            // Retry the same key: it must not be charged twice.
-                            std::thread::sleep(Duration::from_millis(50));
-                        }
-                        Ok((s, b)) => panic!("unexpected {s}: {b}"),
-                        Err(e) => panic!("the service must answer while the database hangs: {e}"),
-                    }
-                }
-            })
-        })
-        .collect();
+    let writers = Writers::spawn(addr, &id, 48, 0.01, "while the database hangs");
     std::thread::sleep(Duration::from_millis(800));
     frozen.store(true, Ordering::SeqCst);
     std::thread::sleep(Duration::from_millis(1000));
@@ -153,32 +116,115 @@ fn a_hung_database_fails_queued_requests_within_the_store_timeout() {
     std::thread::sleep(Duration::from_millis(7000));
     frozen.store(false, Ordering::SeqCst);
     let thawed = Instant::now();
-    let before = acked.lock().unwrap().len();
-    while acked.lock().unwrap().len() < before + 10 {
+    let before = writers.acked();
+    while writers.acked() < before + 10 {
         assert!(
             thawed.elapsed() < Duration::from_secs(60),
             "charges did not land again"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    stop.store(true, Ordering::SeqCst);
-    for w in writers {
-        w.join().unwrap();
-    }
-    let slowest = slowest_503.load(Ordering::SeqCst);
-    eprintln!(
-        "hung database: {} answers 503, slowest {slowest} ms",
-        unavailable.load(Ordering::SeqCst)
-    );
-    assert!(
-        unavailable.load(Ordering::SeqCst) >= 48,
-        "requests during the hang must get 503"
-    );
+    let (acked, unavailable, slowest) = writers.finish();
+    eprintln!("hung database: {unavailable} answers 503, slowest {slowest} ms");
+    assert!(unavailable >= 48, "requests during the hang must get 503");
     assert!(
         slowest < STORE_TIMEOUT_MS + SLACK_MS,
         "a 503 took {slowest} ms: more than the store timeout"
     );
     // Nothing acknowledged is lost, no retried key is charged twice.
+    assert_kept_once(addr, &id, &acked);
+    server.kill();
+}
+
+/// Writers charging one dataset in a loop until told to stop, each retrying a refused charge with
+/// its key (it must not be charged twice): the keys acknowledged, the 503s answered and the
+/// slowest of them (ms).
+pub(super) struct Writers {
+    acked: Arc<Mutex<Vec<String>>>,
+    unavailable: Arc<AtomicUsize>,
+    slowest_503: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Writers {
+    /// `n` writers of μ-GDP charges on dataset `id`; `during` names the outage in the panic when
+    /// the service does not answer at all.
+    pub(super) fn spawn(
+        addr: SocketAddr,
+        id: &str,
+        n: usize,
+        mu: f64,
+        during: &'static str,
+    ) -> Self {
+        let w = Writers {
+            acked: Arc::default(),
+            unavailable: Arc::default(),
+            slowest_503: Arc::default(),
+            stop: Arc::default(),
+            threads: Vec::new(),
+        };
+        let threads = (0..n)
+            .map(|k| {
+                let (acked, unavailable, slowest_503, stop) = (
+                    w.acked.clone(),
+                    w.unavailable.clone(),
+                    w.slowest_503.clone(),
+                    w.stop.clone(),
+                );
+                let path = format!("/v1/datasets/{id}/charges");
+                std::thread::spawn(move || {
+                    let mut i = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        let key = format!("w{k}-r{i}");
+                        let body = json!({"event": {"type": "gdp", "mu": mu}, "label": key});
+                        let t = Instant::now();
+                        match http(addr, "POST", &path, Some(&body), Some(&key)) {
+                            Ok((200 | 201, _)) => {
+                                acked.lock().unwrap().push(key);
+                                i += 1;
+                            }
+                            Ok((409, _)) => i += 1,
+                            Ok((503, _)) => {
+                                unavailable.fetch_add(1, Ordering::SeqCst);
+                                let ms = t.elapsed().as_millis() as usize;
+                                slowest_503.fetch_max(ms, Ordering::SeqCst);
+                                // Retry the same key: it must not be charged twice.
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                            Ok((s, b)) => panic!("unexpected {s}: {b}"),
+                            Err(e) => panic!("the service must answer {during}: {e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        Writers { threads, ..w }
+    }
+
+    /// How many charges were acknowledged so far.
+    pub(super) fn acked(&self) -> usize {
+        self.acked.lock().unwrap().len()
+    }
+
+    /// Stops the writers: (keys acknowledged, 503s answered, the slowest 503 in ms).
+    pub(super) fn finish(self) -> (Vec<String>, usize, usize) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        let acked = self.acked.lock().unwrap().clone();
+        (
+            acked,
+            self.unavailable.load(Ordering::SeqCst),
+            self.slowest_503.load(Ordering::SeqCst),
+        )
+    }
+}
+
+/// Every acknowledged key is among dataset `id`'s charges (nothing acknowledged was lost) and no
+/// label is there twice (no retried key was charged twice).
+pub(super) fn assert_kept_once(addr: SocketAddr, id: &str, acked: &[String]) {
     let mut labels = Vec::new();
     let mut after = 0;
     loop {
@@ -192,12 +238,11 @@ fn a_hung_database_fails_queued_requests_within_the_store_timeout() {
             None => break,
         }
     }
-    for k in acked.lock().unwrap().iter() {
+    for k in acked {
         assert!(labels.contains(k), "acknowledged charge {k} was lost");
     }
     let n = labels.len();
     labels.sort();
     labels.dedup();
     assert_eq!(labels.len(), n, "a retried key was charged twice");
-    server.kill();
 }

@@ -1,6 +1,7 @@
 //! Several server processes on one PostgreSQL database (runs when `TEST_DATABASE_URL` is set).
 
 use super::crash::{http, http_with_head, Server};
+use super::outage::{assert_kept_once, Writers};
 use super::store::postgres_url;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -146,56 +147,9 @@ fn a_database_restart_gives_503s_then_recovers_without_loss_or_overspend() {
     )
     .unwrap();
     assert_eq!(s, 201);
-    let acked = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let unavailable = Arc::new(AtomicUsize::new(0));
-    // The slowest 503 in milliseconds: requests must fail within one store timeout (3 s), not
-    // queue behind the dataset's lock while each holder waits out its own.
-    let slowest_503 = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    // Six writers on the one dataset, so requests do queue for its lock during the outage.
-    let writers: Vec<_> = (0..6)
-        .map(|w| {
-            let (acked, unavailable, slowest_503, stop, id) = (
-                acked.clone(),
-                unavailable.clone(),
-                slowest_503.clone(),
-                stop.clone(),
-                id.clone(),
-            );
-            std::thread::spawn(move || {
-                let mut i = 0;
-                while !stop.load(Ordering::SeqCst) {
-                    let key = format!("w{w}-r{i}");
-                    let body = json!({"event": {"type": "gdp", "mu": 0.02}, "label": key});
-                    let t = std::time::Instant::now();
-                    match http(
-                        addr,
-                        "POST",
-                        &format!("/v1/datasets/{id}/charges"),
-                        Some(&body),
-                        Some(&key),
-                    ) {
-                        Ok((201, _)) | Ok((200, _)) => {
-                            acked.lock().unwrap().push(key);
-                            i += 1;
-                        }
-                        Ok((409, _)) => i += 1,
-                        Ok((503, _)) => {
-                            unavailable.fetch_add(1, Ordering::SeqCst);
-                            slowest_503
-                                .fetch_max(t.elapsed().as_millis() as usize, Ordering::SeqCst);
-                            std::thread::sleep(std::time::Duration::from_millis(50));
-                            // retry the same key: it must not be charged twice
-                        }
-                        Ok((s, b)) => panic!("unexpected {s}: {b}"),
-                        Err(e) => {
-                            panic!("the service must answer while the database is down: {e}")
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
+    // Six writers on the one dataset, so requests do queue for its lock during the outage; the
+    // slowest 503 shows they fail within one store timeout (3 s), not behind each holder's own.
+    let writers = Writers::spawn(addr, &id, 6, 0.02, "while the database is down");
     std::thread::sleep(std::time::Duration::from_millis(300));
     pg_ctl("stop");
     std::thread::sleep(std::time::Duration::from_millis(6000));
@@ -209,53 +163,18 @@ fn a_database_restart_gives_503s_then_recovers_without_loss_or_overspend() {
         assert!(t.elapsed().as_secs() < 60, "the service did not recover");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let before = acked.lock().unwrap().len();
-    while acked.lock().unwrap().len() < before + 5 && t.elapsed().as_secs() < 60 {
+    let before = writers.acked();
+    while writers.acked() < before + 5 && t.elapsed().as_secs() < 60 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    stop.store(true, Ordering::SeqCst);
-    for w in writers {
-        w.join().unwrap();
-    }
-    let slowest = slowest_503.load(Ordering::SeqCst);
+    let (acked, unavailable, slowest) = writers.finish();
     assert!(
         slowest < 4500,
         "a 503 took {slowest} ms: requests queued behind the lock during the outage"
     );
     assert_eq!(ready, 503, "/readyz must report the database outage");
-    assert!(
-        unavailable.load(Ordering::SeqCst) > 0,
-        "requests during the outage must get 503"
-    );
-    let mut labels: Vec<String> = Vec::new();
-    let mut after = 0;
-    loop {
-        let uri = format!("/v1/datasets/{id}/charges?limit=1000&after={after}");
-        let (_, page) = http(addr, "GET", &uri, None, None).unwrap();
-        labels.extend(
-            page["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e["charge"]["label"].as_str().unwrap().to_owned()),
-        );
-        match page["next_cursor"].as_i64() {
-            Some(c) => after = c,
-            None => break,
-        }
-    }
-    let acked = acked.lock().unwrap().clone();
-    for k in &acked {
-        assert!(labels.contains(k), "acknowledged charge {k} was lost");
-    }
-    let mut unique = labels.clone();
-    unique.sort();
-    unique.dedup();
-    assert_eq!(
-        unique.len(),
-        labels.len(),
-        "a retried key was charged twice"
-    );
+    assert!(unavailable > 0, "requests during the outage must get 503");
+    assert_kept_once(addr, &id, &acked);
     let (_, d) = http(addr, "GET", &format!("/v1/datasets/{id}"), None, None).unwrap();
     assert!(d["mu_spent"].as_f64().unwrap() <= 1.0 + 1e-9);
     server.kill();
