@@ -52,6 +52,20 @@ async fn session(app: &TestApp, secret: &str) -> String {
     c.split(';').next().unwrap().to_owned()
 }
 
+/// Signs the session `cookie` out from the page (same-origin form): 303; its answer's headers.
+async fn sign_out(app: &TestApp, cookie: &str) -> HeaderMap {
+    let (s, h, _) = raw(
+        app,
+        "POST",
+        "/ui/signout",
+        &[("cookie", cookie), ("sec-fetch-site", "same-origin")],
+        Some(""),
+    )
+    .await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    h
+}
+
 async fn page(app: &TestApp, cookie: &str, uri: &str) -> (StatusCode, String) {
     let (s, _, b) = raw(app, "GET", uri, &[("cookie", cookie)], None).await;
     (s, b)
@@ -99,15 +113,7 @@ async fn the_dashboard_signs_in_with_an_api_token_and_out_again() {
     let (s, _, _) = raw(&app, "GET", "/v1/datasets", &[("cookie", &cookie)], None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
     // Signing out clears it.
-    let (s, h, _) = raw(
-        &app,
-        "POST",
-        "/ui/signout",
-        &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
-        Some(""),
-    )
-    .await;
-    assert_eq!(s, StatusCode::SEE_OTHER);
+    let h = sign_out(&app, &cookie).await;
     assert!(h["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
     // ... and on the server: the same cookie, kept by an attacker, opens nothing any more.
     let (s, h, _) = raw(&app, "GET", "/ui", &[("cookie", &cookie)], None).await;
@@ -183,15 +189,7 @@ async fn the_cookie_is_a_server_side_session_not_the_token() {
         (StatusCode::SEE_OTHER, "/ui/signin")
     );
     // Sign-in and sign-out are audited, naming the session by its hash, never by its id.
-    let (s, _, _) = raw(
-        &app,
-        "POST",
-        "/ui/signout",
-        &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
-        Some(""),
-    )
-    .await;
-    assert_eq!(s, StatusCode::SEE_OTHER);
+    sign_out(&app, &cookie).await;
     let (s, page) = app.get("/v1/audit?action=session.").await;
     assert_eq!(s, StatusCode::OK);
     let actions: Vec<&str> = page["items"]
