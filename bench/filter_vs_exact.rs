@@ -2,15 +2,19 @@
 //! the README and of `bench/compare.py`, and the δᵢ default sweep of `docs/filter.md` §9.
 //!
 //! `cargo run --release --example filter_vs_exact` (≈1 min on 2 cores). Each workload is charged as
-//! units of different sizes: the filter's μ is √Σμᵢ² over the units' certificates (default δ rule:
-//! δ = 0 when it costs ≤ 0.1 % μ, else δ_B/1000), the exact composition's μ is the numerical
-//! engine's upper bound at δ_B for the same events composed as one fixed sequence.
+//! units of different sizes: the filter's μ is √Σμᵢ² over the units' certificates (a fixed δ
+//! rule: δ = 0 when it costs ≤ 0.1 % μ, else δ_B/1000), the exact composition's μ is the numerical
+//! engine's upper bound at δ_B for the same events composed as one fixed sequence. The last table
+//! counts the units a budget admits under that fixed rule and under the gate's own choice among a
+//! unit's candidates (`Gate::choose`, `docs/filter.md` §9).
 
 use privacy_ledger::accountant::certificate::{certify, Certificate, UnitDelta};
 use privacy_ledger::accountant::composition::Composition;
 use privacy_ledger::accountant::json::JsonPath;
 use privacy_ledger::accountant::params::GridStep;
 use privacy_ledger::accountant::{Event, NeighboringRelation};
+use privacy_ledger::ledger::budget::Budget;
+use privacy_ledger::ledger::filter::{FilterState, Gate, Verdict};
 use serde_json::{json, Value};
 
 const H: f64 = 1e-4;
@@ -35,7 +39,7 @@ fn sc(n: u64, e: Value) -> Value {
     json!({"type": "self_composed", "count": n, "event": e})
 }
 
-fn cert(e: &Value, d: UnitDelta) -> Option<Certificate> {
+fn certs(e: &Value, d: UnitDelta) -> Option<Vec<Certificate>> {
     certify(
         &ev(e.clone()),
         REL,
@@ -44,14 +48,50 @@ fn cert(e: &Value, d: UnitDelta) -> Option<Certificate> {
         &JsonPath::root(),
     )
     .ok()
-    .map(|c| c[0])
+}
+
+fn cert(e: &Value, d: UnitDelta) -> Option<Certificate> {
+    certs(e, d).map(|c| c[0])
+}
+
+/// The fixed δ rule (the service's before the gate chose among candidates): δ = 0 when its fit is
+/// within 0.1 % of the fit at δ_B/1000, else δ_B/1000.
+fn fixed_rule(e: &Value, delta_b: f64) -> Option<Certificate> {
+    let (z, c) = (
+        cert(e, UnitDelta::Fixed(0.0)),
+        cert(e, UnitDelta::Fixed(delta_b / 1000.0)),
+    );
+    match (z, c) {
+        (Some(z), Some(c)) if z.mu() <= c.mu() * 1.001 => Some(z),
+        (_, Some(c)) => Some(c),
+        (z, None) => z,
+    }
+}
+
+/// How many units of `e` the gate admits one after another on a fresh budget (μ_B, δ_B), each
+/// charged `candidates` (at most `cap`).
+fn admitted(candidates: &[Certificate], mu_b: f64, delta_b: f64, cap: u64) -> u64 {
+    let mut gate = Gate {
+        budget: Budget::new(mu_b, delta_b).unwrap(),
+        state: FilterState::empty(),
+        share: None,
+    };
+    let mut n = 0;
+    while n < cap {
+        match gate.choose(candidates).0 {
+            Verdict::Admitted(s, _) => gate.state = s,
+            Verdict::Rejected(..) => break,
+        }
+        n += 1;
+    }
+    n
 }
 
 /// (μ, δ) of the filter over `units` (each (event, how many identical units)).
 fn filter(units: &[(Value, u64)], delta_b: f64) -> (f64, f64) {
     let (mut sq, mut d) = (0.0, 0.0);
     for (e, n) in units {
-        let c = cert(e, UnitDelta::Auto(delta_b / 1000.0)).expect("certified");
+        let c = fixed_rule(e, delta_b).expect("certified");
         sq += *n as f64 * c.mu() * c.mu();
         d += *n as f64 * c.delta();
     }
@@ -179,7 +219,7 @@ fn main() {
         let at = |d: f64| {
             cert(u, UnitDelta::Fixed(d)).map_or("none".to_string(), |c| format!("{:.4}", c.mu()))
         };
-        let auto = cert(u, UnitDelta::Auto(delta_b / 1000.0)).unwrap();
+        let auto = fixed_rule(u, delta_b).unwrap();
         println!(
             "| {name} | {} | {} | {} | {} | mu {:.4}, delta {:e} |",
             at(0.0),
@@ -188,6 +228,51 @@ fn main() {
             at(delta_b / 10000.0),
             auto.mu(),
             auto.delta()
+        );
+    }
+
+    println!();
+    println!("| unit | budget (mu_B, delta_B) | admitted, fixed rule | admitted, gate's choice | candidates (mu, delta) |");
+    println!("|---|---|---|---|---|");
+    let workloads = [
+        (
+            "DP-SGD step, q=0.01, sigma=1.0",
+            ps(0.01, g(1.0)),
+            1.0,
+            1e-5,
+        ),
+        (
+            "DP-SGD step, q=0.01, sigma=1.0",
+            ps(0.01, g(1.0)),
+            3.0,
+            1e-6,
+        ),
+        (
+            "DP-SGD chunk, q=0.04, sigma=1.5, 225 steps",
+            sc(225, ps(0.04, g(1.5))),
+            2.0,
+            1e-5,
+        ),
+        (
+            "DP-SGD chunk, q=0.328, sigma=9.4, 200 steps",
+            sc(200, ps(q_cifar, g(9.4))),
+            2.0,
+            1e-5,
+        ),
+        ("100 Laplace, b=10", sc(100, lap.clone()), 5.0, 1e-8),
+    ];
+    for (name, u, mu_b, delta_b) in &workloads {
+        let fixed = fixed_rule(u, *delta_b).expect("certified");
+        let all = certs(u, UnitDelta::Auto(delta_b / 1000.0)).expect("certified");
+        let listed: Vec<String> = all
+            .iter()
+            .map(|c| format!("({:.4}, {:e})", c.mu(), c.delta()))
+            .collect();
+        println!(
+            "| {name} | ({mu_b}, {delta_b:e}) | {} | {} | {} |",
+            admitted(&[fixed], *mu_b, *delta_b, 1_000_000),
+            admitted(&all, *mu_b, *delta_b, 1_000_000),
+            listed.join(", ")
         );
     }
 }

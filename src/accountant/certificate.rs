@@ -20,9 +20,10 @@
 //!   so (μ(ε), δ), with μ(ε) rounded up ([`gdp::from_pure_dp`]).
 //! - **Any other unit**: the numerical engine's certified μ fit at slack δ (the report's `mu.upper`:
 //!   mass at +∞ ≤ δ and (1 − δ)G_μ(α/(1 − δ)) ≤ f(α) for every α, from the curve's lower bound, in
-//!   both orders). With [`UnitDelta::Auto`] the fit is tried at δ = 0 first and kept when it is
-//!   finite and within [`ZERO_DELTA_MU_RATIO`] of the fit at the default δ: bounded-loss mechanisms
-//!   (Laplace, randomized response, pure-DP boxes) then spend no δ at all.
+//!   both orders). With [`UnitDelta::Auto`] the fit is made at δ = 0 and at a decade either side
+//!   of the default δ, and a larger δ is offered only when its μ is more than
+//!   [`ZERO_DELTA_MU_RATIO`] below the smaller δ's: bounded-loss mechanisms (Laplace, randomized
+//!   response, pure-DP boxes) then spend no δ at all.
 
 use super::composition::Composition;
 use super::event::Event;
@@ -37,12 +38,18 @@ use serde::Serialize;
 /// the default δ (0.1 % more μ is worth not spending δ, which adds linearly across units).
 pub const ZERO_DELTA_MU_RATIO: f64 = 1.001;
 
+/// [`UnitDelta::Auto`]'s δ values beside 0, as powers of ten times the default: one decade either
+/// side of it (δ_B/10⁴, δ_B/10³, δ_B/10² with the service's default δ_B/1000).
+pub const AUTO_DELTA_STEPS: [i32; 3] = [-1, 0, 1];
+
 /// How a unit's δ is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum UnitDelta {
     /// The caller set it (in [0, 1)).
     Fixed(f64),
-    /// δ = 0 when that costs at most [`ZERO_DELTA_MU_RATIO`] in μ, else the given default.
+    /// Certificates at δ = 0 and at [`AUTO_DELTA_STEPS`] times the given default, each larger δ
+    /// kept only when it buys more than [`ZERO_DELTA_MU_RATIO`] in μ; the gate picks one of them
+    /// for the ledger's state (`Gate::choose`).
     Auto(f64),
 }
 
@@ -101,9 +108,11 @@ fn uncertifiable(path: &JsonPath, delta: f64, reason: Option<String>) -> Account
     }
 }
 
-/// The certificates of one unit (see the module docs), in the gate's order of preference: one, or
-/// with [`UnitDelta::Auto`] possibly two (δ = 0 first when it costs little μ, then the default δ;
-/// or the default δ first, then δ = 0, which the gate may still take when the δ budget is spent).
+/// The certificates of one unit (see the module docs), in increasing δ: one, or with
+/// [`UnitDelta::Auto`] up to four (δ = 0 and one decade either side of the default,
+/// [`AUTO_DELTA_STEPS`]), each with a μ more than [`ZERO_DELTA_MU_RATIO`] below the one before it
+/// (a δ that buys less is not worth spending, δ adding linearly across units). The gate charges
+/// the one that leaves the most room in the ledger's state (`Gate::choose`).
 ///
 /// # Errors
 /// The engine's errors for the event (4xx-class: too large, unsupported), or
@@ -146,16 +155,45 @@ pub fn certify(
     match delta {
         UnitDelta::Fixed(d) => fit(d).map(|c| vec![c]),
         UnitDelta::Auto(d) => {
-            let at_zero = fit(0.0);
             if d <= 0.0 {
-                return at_zero.map(|c| vec![c]);
+                return fit(0.0).map(|c| vec![c]);
             }
-            match (at_zero, fit(d)) {
-                (Ok(z), Ok(c)) if z.mu <= c.mu * ZERO_DELTA_MU_RATIO => Ok(vec![z]),
-                (Ok(z), Ok(c)) => Ok(vec![c, z]),
-                (Err(_), Ok(c)) => Ok(vec![c]),
-                (Ok(z), Err(_)) => Ok(vec![z]),
-                (Err(_), Err(e)) => Err(e),
+            let mut kept: Vec<Certificate> = Vec::with_capacity(AUTO_DELTA_STEPS.len() + 1);
+            let mut at_default = None;
+            // d·10ᵏ, written back to 15 significant digits so that a default like 1e-10 (itself
+            // δ_B/1000, rounded) gives 1e-9, not 9.999999999999999e-10: any δ in [0, 1) may be a
+            // candidate (each is fitted at its own value), so this is only for the reader.
+            let at = |k: i32| -> f64 {
+                let x = if k < 0 {
+                    d / 10f64.powi(-k)
+                } else {
+                    d * 10f64.powi(k)
+                };
+                format!("{x:.14e}").parse().unwrap_or(x)
+            };
+            for di in std::iter::once(0.0).chain(AUTO_DELTA_STEPS.map(at)) {
+                if di >= 1.0 {
+                    break;
+                }
+                match fit(di) {
+                    // A larger δ is kept only when it buys more than ZERO_DELTA_MU_RATIO in μ
+                    // over the last one kept (0.1 % more μ is worth not spending δ).
+                    Ok(c)
+                        if kept
+                            .last()
+                            .is_none_or(|p| c.mu * ZERO_DELTA_MU_RATIO < p.mu) =>
+                    {
+                        kept.push(c)
+                    }
+                    Ok(_) => {}
+                    Err(e) if di == d => at_default = Some(e),
+                    Err(_) => {}
+                }
+            }
+            match (kept.is_empty(), at_default) {
+                (false, _) => Ok(kept),
+                (true, Some(e)) => Err(e),
+                (true, None) => Err(uncertifiable(path, d, None)),
             }
         }
     }
@@ -462,10 +500,25 @@ mod tests {
             &JsonPath::root(),
         )
         .unwrap();
-        assert_eq!(c.len(), 1, "{c:?}");
-        let c = c[0];
-        assert_eq!(c.delta(), 1e-9);
-        assert!(c.mu().is_finite() && c.mu() < 1.0, "{}", c.mu());
+        // No finite μ at δ = 0; a decade either side of the default, each buying > 0.1 % of μ.
+        let deltas: Vec<f64> = c.iter().map(Certificate::delta).collect();
+        assert_eq!(deltas, [1e-10, 1e-9, 1e-8], "{c:?}");
+        for w in c.windows(2) {
+            assert!(w[1].mu() * ZERO_DELTA_MU_RATIO < w[0].mu(), "{c:?}");
+        }
+        assert!(c[1].mu().is_finite() && c[1].mu() < 1.0, "{c:?}");
+        // Each is the fit at its own δ.
+        for x in &c {
+            let fixed = certify(
+                &e,
+                NeighboringRelation::AddOrRemoveOne,
+                GridStep::new(1e-3).unwrap(),
+                UnitDelta::Fixed(x.delta()),
+                &JsonPath::root(),
+            )
+            .unwrap();
+            assert_eq!(fixed, [*x]);
+        }
         assert!(certify(
             &e,
             NeighboringRelation::AddOrRemoveOne,

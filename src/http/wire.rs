@@ -188,7 +188,9 @@ pub struct ChargeRequestWire {
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
     /// The unit's δᵢ (in [0, 1e-3]). Default: 0 for Gaussian-type units and for units whose μ at
-    /// δ = 0 is within 0.1 % of that at the default; otherwise the budget's δ / 1000.
+    /// δ = 0 is within 0.1 % of that at δ_B / 10⁴; otherwise the one of δ_B / 10⁴, δ_B / 10³ and
+    /// δ_B / 10² (each offered only when it lowers μ by more than 0.1 %) that leaves the most
+    /// room in the ledger for further units like it.
     #[schema(minimum = 0.0, maximum = 1e-3)]
     pub delta: Option<f64>,
     /// Reserve the unit: the filter counts it now; commit it (`/charges/{id}/commit`) or, while

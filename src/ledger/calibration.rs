@@ -107,7 +107,7 @@ impl Certified {
     }
 }
 
-/// The gate as a calibration's judge: a candidate fits iff [`Gate::admits_first`] admits one of
+/// The gate as a calibration's judge: a candidate fits iff [`Gate::choose`] admits one of
 /// its certificates (the default δ rule) on every ledger's filter — the dataset's, or on a
 /// partitioned dataset each block of the range (the tightest block decides).
 pub(super) struct GateJudge {
@@ -130,7 +130,7 @@ impl GateJudge {
         for (_, gate) in &self.gates {
             let rule = unit_delta(&gate.budget, None);
             let candidates = certified.get(event, self.relation, self.h, rule, path)?;
-            let (verdict, unit) = gate.admits_first(candidates);
+            let (verdict, unit) = gate.choose(candidates);
             if !verdict.admitted() {
                 return Ok((verdict, unit));
             }
@@ -204,7 +204,7 @@ impl crate::accountant::calibrate::Judge for GateJudge {
 impl Ledgers {
     /// Calibrates one free parameter of a unit against the gate itself: the smallest noise
     /// multiplier, or the largest count, whose unit the gate admits now (its certificates by the
-    /// default δ rule, [`Limit::admits_first`] on the dataset's filter). A charge of the
+    /// default δ rule, [`Gate::choose`] on the dataset's filter). A charge of the
     /// calibrated event is admitted, and one a step beyond is not (up to the search's precision).
     pub async fn calibrate(
         &self,

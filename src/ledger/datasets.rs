@@ -292,7 +292,7 @@ impl Ledgers {
         let (relation, h, budget) = (relation_of(&row)?, grid_step_of(&row)?, budget_of(&row)?);
         let id = row.id.clone();
         let conversion = blocking(&self.admission, admission::Cost::Heavy, move || {
-            let (mut mu_sq, mut delta) = (0.0_f64, 0.0_f64);
+            let mut state = super::filter::FilterState::empty();
             let mut certificates = Vec::with_capacity(entries.len());
             for e in &entries {
                 let path = crate::accountant::json::JsonPath::root().field("event");
@@ -309,20 +309,25 @@ impl Ledgers {
                 let ev = input::parse_event(&ev, &path).map_err(|x| {
                     LedgerError::Corrupt(id.clone(), format!("charge {}: {x}", e.seq))
                 })?;
-                let c =
-                    certify(&ev, relation, h, unit_delta(&budget, None), &path).map_err(|x| {
+                let candidates = certify(&ev, relation, h, unit_delta(&budget, None), &path)
+                    .map_err(|x| {
                         LedgerError::Corrupt(id.clone(), format!("charge {}: {x}", e.seq))
-                    })?[0];
-                mu_sq = crate::accountant::rounding::add_up(
-                    mu_sq,
-                    crate::accountant::rounding::mul_up(c.mu(), c.mu()),
-                );
-                delta = crate::accountant::rounding::add_up(delta, c.delta());
+                    })?;
+                // The certificate the gate would have charged at this point (its choice among
+                // the candidates depends on the sums before the unit); counted even if the gate
+                // would have refused it, as it happened.
+                let gate = super::filter::Gate {
+                    budget,
+                    state,
+                    share: None,
+                };
+                let c = gate.choose(&candidates).1;
+                state = state.with(&c);
                 certificates.push((e.seq, c.mu(), c.delta()));
             }
             let f = FilterState::from_stored(
-                mu_sq,
-                delta.min(1.0 - f64::EPSILON),
+                state.mu_sq(),
+                state.delta().min(1.0 - f64::EPSILON),
                 certificates.len() as i64,
             )
             .map_err(|x| LedgerError::Corrupt(id.clone(), x))?;

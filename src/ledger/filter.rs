@@ -193,22 +193,24 @@ pub trait Limit {
         })
     }
 
-    /// The first of `candidates` (a unit's certificates in order of preference, non-empty) that
-    /// [`Limit::admits`]; else the rejection of the first.
-    fn admits_first(
-        &self,
-        s: &FilterState,
-        candidates: &[Certificate],
-    ) -> (Admission, Certificate) {
-        let first = (self.admits(s, &candidates[0]), candidates[0]);
-        if matches!(first.0, Admission::Admitted(_)) {
-            return first;
-        }
-        candidates[1..]
-            .iter()
-            .map(|c| (self.admits(s, c), *c))
-            .find(|(a, _)| matches!(a, Admission::Admitted(_)))
-            .unwrap_or(first)
+    /// The larger of the shares of what is left that certificate `c` would take after `s`:
+    /// max(μ_c² / (μ_B² − Σμᵢ²), δ_c / (δ_B − Σδᵢ)), where a part with nothing left counts as
+    /// +∞ if `c` spends from it and 0 if not. Its reciprocal, less one, is how many more units
+    /// like `c` the rest would hold after it (as [`Limit::more_like`], without the rounding down to
+    /// a whole count), so the smaller share leaves room for more. Used only to *choose* between
+    /// certificates that the gate admits, never to admit one: its rounding has no soundness role.
+    fn share_of_rest(&self, s: &FilterState, c: &Certificate) -> f64 {
+        let part = |take: f64, left: f64| {
+            if take <= 0.0 {
+                0.0
+            } else if left <= 0.0 {
+                f64::INFINITY
+            } else {
+                take / left
+            }
+        };
+        let (mu_b, delta_b) = self.figures();
+        part(c.mu() * c.mu(), mu_b * mu_b - s.mu_sq).max(part(c.delta(), delta_b - s.delta))
     }
 
     /// √(μ_B² − Σμᵢ²): the largest μ a further unit can have (rounded down, so a Gaussian unit of
@@ -325,18 +327,40 @@ impl Gate {
         }
     }
 
-    /// The first of `candidates` (a unit's certificates in order of preference, non-empty) that
-    /// [`Gate::admits`]; else the rejection of the first.
-    pub fn admits_first(&self, candidates: &[Certificate]) -> (Verdict, Certificate) {
-        let first = (self.admits(&candidates[0]), candidates[0]);
-        if first.0.admitted() {
-            return first;
+    /// The certificate the gate charges for a unit, of its `candidates` (non-empty, in
+    /// increasing δ, as [`crate::accountant::certificate::certify`] gives them), and the verdict:
+    /// of the candidates the gate admits, the one that takes the smallest share of what is left
+    /// ([`Limit::share_of_rest`], the larger of the dataset's and the share's), which leaves room
+    /// for the most further units like it; on a tie the earlier (smaller δ). When none is
+    /// admitted, the rejection of the first.
+    ///
+    /// Every candidate is a certificate of the unit, and which one is charged depends only on the
+    /// unit and the past (the sums before it): a rule the filter's proof allows (`docs/filter.md`
+    /// §4, assumption A2). The choice never admits a unit that no single fixed rule would.
+    pub fn choose(&self, candidates: &[Certificate]) -> (Verdict, Certificate) {
+        let share_of_rest = |c: &Certificate| {
+            let d = self.budget.share_of_rest(&self.state, c);
+            self.share
+                .as_ref()
+                .map_or(d, |s| d.max(s.budget.share_of_rest(&s.state, c)))
+        };
+        let mut best: Option<(Verdict, Certificate, f64)> = None;
+        for c in candidates {
+            let v = self.admits(c);
+            if !v.admitted() {
+                continue;
+            }
+            let cost = share_of_rest(c);
+            // `<` keeps the earlier of equal costs; a NaN cost (none: both parts are ≥ 0 and
+            // never 0·∞) would never replace a kept one.
+            if best.as_ref().is_none_or(|(_, _, b)| cost < *b) {
+                best = Some((v, *c, cost));
+            }
         }
-        candidates[1..]
-            .iter()
-            .map(|c| (self.admits(c), *c))
-            .find(|(v, _)| v.admitted())
-            .unwrap_or(first)
+        match best {
+            Some((v, c, _)) => (v, c),
+            None => (self.admits(&candidates[0]), candidates[0]),
+        }
     }
 
     /// The largest μ a further unit can have: the smaller of the dataset's and the share's.
@@ -395,6 +419,77 @@ mod tests {
             b.more_like(&empty, &Certificate::new(1.0, 0.0).unwrap()),
             Some(1)
         );
+    }
+
+    fn cert(mu: f64, delta: f64) -> Certificate {
+        Certificate::new(mu, delta).unwrap()
+    }
+
+    fn gate(mu_b: f64, delta_b: f64, spent: Option<Certificate>) -> Gate {
+        Gate {
+            budget: budget(mu_b, delta_b),
+            state: spent.map_or(FilterState::empty(), |c| FilterState::empty().with(&c)),
+            share: None,
+        }
+    }
+
+    /// The gate charges the admitted candidate that takes the smallest share of what is left,
+    /// the smaller δ on a tie, and refuses with the first candidate's reason when none fits.
+    #[test]
+    fn the_gate_charges_the_candidate_that_leaves_the_most_room() {
+        let cands = [cert(0.3, 0.0), cert(0.2, 1e-8), cert(0.1, 1e-6)];
+        // Shares of (1, 1e-5): 0.09; max(0.04, 0.001) = 0.04; max(0.01, 0.1) = 0.1.
+        let (v, c) = gate(1.0, 1e-5, None).choose(&cands);
+        assert!(v.admitted());
+        assert_eq!(c, cands[1]);
+        // δ nearly spent: only δ = 0 is admitted, and it is charged.
+        let g = gate(1.0, 1e-5, Some(cert(0.0, 1e-5 - 5e-9)));
+        assert_eq!(g.choose(&cands), (g.admits(&cands[0]), cands[0]));
+        // μ scarce, δ plentiful: the largest δ wins (0.1² of 0.19 against 0.2² of it).
+        let g = gate(1.0, 1e-5, Some(cert(0.9, 0.0)));
+        assert_eq!(g.choose(&cands).1, cands[2]);
+        // A tie goes to the smaller δ.
+        let tied = [cert(0.2, 0.0), cert(0.2, 1e-9)];
+        assert_eq!(gate(1.0, 1e-5, None).choose(&tied).1, tied[0]);
+        // Nothing fits: the first candidate's rejection.
+        let g = gate(0.05, 1e-9, None);
+        assert_eq!(
+            g.choose(&cands),
+            (Verdict::Rejected(None, Exceeded::Mu), cands[0])
+        );
+        // With a quota, the tighter of the two decides: a share with δ nearly gone pushes the
+        // choice to δ = 0 although the dataset has δ to spare.
+        let mut g = gate(1.0, 1e-5, None);
+        g.share = Some(Share {
+            holder: "alice".into(),
+            budget: QuotaShare::new(1.0, 1e-8).unwrap(),
+            state: FilterState::empty().with(&cert(0.0, 5e-9)),
+        });
+        assert_eq!(g.choose(&cands).1, cands[0]);
+    }
+
+    /// Whatever the state, the gate admits a unit iff it admits one of its candidates, and what
+    /// it charges is one it admits.
+    #[test]
+    fn the_choice_admits_exactly_when_some_candidate_fits() {
+        let cands = [
+            cert(0.5, 0.0),
+            cert(0.3, 1e-9),
+            cert(0.25, 1e-8),
+            cert(0.2, 1e-7),
+        ];
+        for mu_spent in [0.0, 0.5, 0.8, 0.9, 0.95, 0.97, 0.99] {
+            for delta_spent in [0.0, 5e-8, 9e-8, 9.9e-8, 1e-7] {
+                let g = gate(1.0, 1e-7, Some(cert(mu_spent, delta_spent)));
+                let any = cands.iter().any(|c| g.admits(c).admitted());
+                let (v, c) = g.choose(&cands);
+                assert_eq!(v.admitted(), any, "{mu_spent} {delta_spent}");
+                if any {
+                    assert_eq!(v, g.admits(&c));
+                    assert!(cands.contains(&c));
+                }
+            }
+        }
     }
 
     #[test]

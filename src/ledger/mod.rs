@@ -81,11 +81,13 @@ use kept::GateInputs;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// A unit that needs a δ (its privacy loss is unbounded, or bounded only up to the engine's
-/// truncation) gets δ_B / 1000 unless the charge names one: a dataset can take a thousand such units
-/// before its δ is spent, and each one's μ barely depends on δ at that scale (for the README's
-/// DP-SGD chunk, μ moves by <1 % between δ_B/100 and δ_B/10000). Units whose fit at δ = 0 is within
-/// 0.1 % spend no δ at all (see [`crate::accountant::certificate`]).
+/// The default δ of a unit that needs one (its privacy loss is unbounded, or bounded only up to
+/// the engine's truncation), unless the charge names one: δ_B / 1000, the middle of the three the
+/// gate chooses from (a decade either side, `certificate::AUTO_DELTA_STEPS`; `Gate::choose` takes
+/// the one leaving the most room). A dataset can take a thousand such units before its δ is spent,
+/// and a whole run's μ barely depends on δ at that scale (for the README's DP-SGD chunk, μ moves
+/// by <1 % between δ_B/100 and δ_B/10000). Units whose fit at δ = 0 is within 0.1 % spend no δ at
+/// all (see [`crate::accountant::certificate`]).
 pub const DEFAULT_UNITS_PER_DELTA: f64 = 1000.0;
 
 /// Bytes of composed states kept in memory (least recently used first out): 128 MiB.

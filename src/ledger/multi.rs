@@ -941,7 +941,7 @@ fn gate_all(
             .entry(which)
             .or_default()
             .get(event, *relation, *h, rule, &path)?;
-        let (verdict, unit) = gate.admits_first(candidates);
+        let (verdict, unit) = gate.choose(candidates);
         out.push((unit, verdict));
     }
     Ok(out)

@@ -39,10 +39,13 @@ pub struct RunView {
     pub created_at: String,
 }
 
-/// What a run costs, computed when it is declared (at the dataset's budget then).
+/// What a run costs, computed when it is declared (at the dataset's budget then), as if its chunks
+/// were the only units on a fresh ledger of that budget. The gate chooses each chunk's δᵢ from the
+/// ledger's sums when the chunk is taken (`docs/filter.md` §9), so on a ledger with other units a
+/// chunk may be charged another of its certificates.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunPlan {
-    /// The certificate (μᵢ, δᵢ) of a full chunk.
+    /// The certificate (μᵢ, δᵢ) of a full chunk (the first one's, as the gate would charge it).
     #[schema(value_type = super::budget::CertificateView)]
     pub chunk_unit: Certificate,
     /// The certificate of the last chunk when it is shorter.

@@ -62,7 +62,7 @@ async fn plan(
     let cost = super::admission::Cost::light_if(super::compute::analytic(&step, relation));
     blocking(admission, cost, move || {
         let path = JsonPath::root().field("event");
-        let cert = |n: u64| -> Result<Certificate, LedgerError> {
+        let candidates = |n: u64| -> Result<Arc<[Certificate]>, LedgerError> {
             let ev = repeated(&step, n)?;
             Ok(super::certificates::certificates(
                 &ev,
@@ -70,28 +70,46 @@ async fn plan(
                 h,
                 unit_delta(&budget, own),
                 &path,
-            )?[0])
+            )?)
         };
-        let chunk_unit = cert(chunk_steps)?;
+        let chunk = candidates(chunk_steps)?;
         let chunks = steps.div_ceil(chunk_steps);
         let last = chunk_len(steps, chunk_steps, chunks - 1);
-        let last_chunk_unit = if last == chunk_steps {
+        let last_chunk = if last == chunk_steps {
             None
         } else {
-            Some(cert(last)?)
+            Some(candidates(last)?)
         };
-        let full = if last_chunk_unit.is_some() {
-            chunks - 1
-        } else {
-            chunks
+        // Each chunk as the gate would charge it were the run's chunks the only units on a fresh
+        // ledger of this budget (the gate chooses a unit's δ from the sums before it,
+        // `Gate::choose`); a chunk past the budget is counted with the gate's first candidate.
+        let mut gate = super::filter::Gate {
+            budget,
+            state: FilterState::empty(),
+            share: None,
         };
-        let mut s = FilterState::empty();
-        for _ in 0..full {
-            s = s.with(&chunk_unit);
+        let (mut chunk_unit, mut last_chunk_unit) = (None, None);
+        for i in 0..chunks {
+            let shorter = last_chunk.as_ref().filter(|_| i + 1 == chunks);
+            let unit = gate.choose(shorter.unwrap_or(&chunk)).1;
+            gate.state = gate.state.with(&unit);
+            if shorter.is_some() {
+                last_chunk_unit = Some(unit);
+            } else if chunk_unit.is_none() {
+                chunk_unit = Some(unit);
+            }
         }
-        if let Some(u) = last_chunk_unit {
-            s = s.with(&u);
-        }
+        let s = gate.state;
+        // A run shorter than one chunk: a full chunk as the gate would charge it first.
+        let chunk_unit = chunk_unit.unwrap_or_else(|| {
+            super::filter::Gate {
+                budget,
+                state: FilterState::empty(),
+                share: None,
+            }
+            .choose(&chunk)
+            .1
+        });
         let base = crate::accountant::composition::Composition::new(relation, h);
         let whole = repeated(&step, steps)?;
         // Too large or unsupported as one unit is not an error of the run, only a figure less;

@@ -48,7 +48,7 @@ pub(super) fn gate_compute(
     let path = crate::accountant::json::JsonPath::root().field("event");
     let rule = unit_delta(&gate.budget, own_delta);
     let candidates = certificates::certificates(&event, relation, h, rule, &path)?;
-    let (verdict, unit) = gate.admits_first(&candidates);
+    let (verdict, unit) = gate.choose(&candidates);
     metrics::histogram!("privacy_ledger_accountant_seconds").record(t.elapsed().as_secs_f64());
     Ok(Gated {
         unit,

@@ -103,7 +103,8 @@ async fn extreme_units_are_rejected_and_the_ledger_stays_readable() {
     assert_eq!(s, StatusCode::OK);
 }
 
-/// Units that need δ spend the default δ_B/1000 each, and the δ budget caps them.
+/// Units that need δ spend one of the δ values offered around the default δ_B/1000 (the one
+/// leaving the most room), and the δ budget caps them.
 #[tokio::test]
 async fn delta_parts_are_charged_and_capped() {
     let app = spawn_app().await;
@@ -118,7 +119,8 @@ async fn delta_parts_are_charged_and_capped() {
         .post("/v1/datasets/s/charges", json!({"event": step}))
         .await;
     assert_eq!(s, StatusCode::CREATED, "{b}");
-    assert_eq!(b["charge"]["unit"]["delta"], 1e-12);
+    // μ_B = 5 leaves so much μ that the smallest δ offered, δ_B/10⁴, takes the smallest share.
+    assert_eq!(b["charge"]["unit"]["delta"], 1e-13);
     // A unit asking for more δ than remains is rejected for δ.
     let (s, b) = app
         .post(
@@ -140,7 +142,88 @@ async fn delta_parts_are_charged_and_capped() {
         .as_str()
         .unwrap()
         .contains("fixed"));
-    assert!((r["delta_spent"].as_f64().unwrap() - 1e-12).abs() < 1e-20);
+    assert!((r["delta_spent"].as_f64().unwrap() - 1e-13).abs() < 1e-21);
+}
+
+/// The gate charges, of a unit's certificates, the one that takes the smallest share of what is
+/// left (docs/filter.md §9): a larger δ where μ is scarce, a smaller one where δ is, δ = 0 once δ
+/// is spent — each choice visible in the charge, and the sums are those of the charged ones.
+#[tokio::test]
+async fn the_gate_spends_delta_where_mu_is_scarce_and_saves_it_where_delta_is() {
+    let app = spawn_app().await;
+    // A DP-SGD step (q = 0.01, σ = 1): its μ falls by ~25 % per decade of δ (docs/filter.md §9).
+    let step = json!({"type": "poisson_sampled", "sampling_rate": 0.01,
+                      "event": {"type": "gaussian", "noise_multiplier": 1.0}});
+    let (s, curve) = app
+        .post(
+            "/v1/accountant/certificate",
+            json!({"event": step, "deltas": [1e-11, 1e-10, 1e-9]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{curve}");
+    let mu_at = |i: usize| curve["points"][i]["mu"].as_f64().unwrap();
+    let (mu_small, mu_default, mu_large) = (mu_at(0), mu_at(1), mu_at(2));
+    assert!(mu_large < mu_default && mu_default < mu_small, "{curve}");
+    // μ scarce (μ_B = 0.3, δ_B = 1e-7): δ_B/100 costs 1 % of δ against a μ share of
+    // mu_large²/0.09 ≈ 40 %; a smaller δ would take more of μ.
+    app.post(
+        "/v1/datasets",
+        json!({"id": "tight_mu", "budget": {"mu": 0.3, "delta": 1e-7}}),
+    )
+    .await;
+    let (s, b) = app
+        .post("/v1/datasets/tight_mu/charges", json!({"event": step}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["charge"]["unit"]["delta"], 1e-9, "{b}");
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b;
+    assert!(
+        close(b["charge"]["unit"]["mu"].as_f64().unwrap(), mu_large),
+        "{b} {curve}"
+    );
+    // δ scarce (μ_B = 100, δ_B = 1e-7): every μ share is below 1e-5, δ_B/10⁴ is 1e-4 of δ.
+    app.post(
+        "/v1/datasets",
+        json!({"id": "tight_delta", "budget": {"mu": 100.0, "delta": 1e-7}}),
+    )
+    .await;
+    let (s, b) = app
+        .post("/v1/datasets/tight_delta/charges", json!({"event": step}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["charge"]["unit"]["delta"], 1e-11, "{b}");
+    assert!(
+        close(b["charge"]["unit"]["mu"].as_f64().unwrap(), mu_small),
+        "{b} {curve}"
+    );
+    // Spend the δ down with explicit charges: then the gate has no δ > 0 left to choose and,
+    // with no finite fit at δ = 0, refuses for δ.
+    let (s, b) = app
+        .post(
+            "/v1/datasets/tight_delta/charges",
+            json!({"event": step, "delta": 1e-7 - 1e-11}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (s, b) = app
+        .post("/v1/datasets/tight_delta/charges", json!({"event": step}))
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{b}");
+    assert!(b["message"].as_str().unwrap().contains("delta"), "{b}");
+    // A Laplace unit (bounded loss) needs no δ and is still admitted, at δ = 0.
+    let (s, b) = app
+        .post(
+            "/v1/datasets/tight_delta/charges",
+            json!({"event": {"type": "laplace", "noise_multiplier": 10.0}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["charge"]["unit"]["delta"], 0.0, "{b}");
+    let (_, d) = app.get("/v1/datasets/tight_delta").await;
+    assert!(
+        (d["delta_spent"].as_f64().unwrap() - 1e-7).abs() < 1e-20,
+        "{d}"
+    );
 }
 
 /// The app over a copy of a ledger fixture written by an earlier release.
@@ -168,7 +251,8 @@ async fn a_version_1_ledger_is_migrated() {
     assert_eq!(g["delta_spent"], 0.0);
     let (_, e) = app.get("/v1/datasets/gauss/charges").await;
     assert_eq!(e["items"][0]["charge"]["unit"]["mu"], 0.5, "{e}");
-    // Mixed: Laplace and RR spend no δ; the subsampled Gaussian spends δ_B/1000 = 1e-9.
+    // Mixed: Laplace and RR spend no δ; the subsampled Gaussian spends what the gate would have
+    // chosen for it at that point (docs/filter.md §9): δ_B/1000 = 1e-9 here.
     let (s, m) = app.get("/v1/datasets/mixed").await;
     assert_eq!(s, StatusCode::OK, "{m}");
     assert_eq!(m["units"], 3);
