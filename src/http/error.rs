@@ -61,6 +61,18 @@ impl ToSchema for ChunkConflict {
     }
 }
 
+/// The 409 body of a run declared without `allow_partial` whose chunks do not all fit what is
+/// left (`run_does_not_fit`): the error fields, with how much of it fits as `details`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunDoesNotFitBody {
+    #[schema(example = "run_does_not_fit")]
+    pub error: String,
+    pub message: String,
+    pub details: crate::ledger::RunFit,
+    /// The request's id (also in the `x-request-id` header), to quote when reporting it.
+    pub request_id: Option<String>,
+}
+
 /// The 409 body when a charge does not fit the budget (the error fields plus the figures).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct BudgetExceededBody {
@@ -364,6 +376,17 @@ impl From<LedgerError> for ApiError {
                 format!("{why}; ask an admin for a token with the right role"),
             )
             .with_details(json!({"reason": why})),
+            LedgerError::RunDoesNotFit(fit) => ApiError::new(
+                StatusCode::CONFLICT,
+                "run_does_not_fit",
+                format!(
+                    "only {} of the run's {} chunks ({} of {} steps) fit what is left of the budget \
+                     now ({}); declare fewer steps, or pass \"allow_partial\": true to declare it \
+                     anyway (each chunk is still gated when taken)",
+                    fit.chunks_that_fit, fit.chunks, fit.steps_that_fit, fit.steps, fit.refused_by
+                ),
+            )
+            .with_details(json!(fit)),
             LedgerError::RunComplete(r) => ApiError::new(
                 StatusCode::CONFLICT,
                 "run_complete",

@@ -217,6 +217,10 @@ pub struct RunRequestWire {
     /// Each chunk's δᵢ (default: the charge rule).
     #[schema(minimum = 0.0, maximum = 1e-3)]
     pub delta: Option<f64>,
+    /// Declare the run even when not all of its chunks fit what is left for the caller now
+    /// (default false: such a run is refused with 409 `run_does_not_fit`, saying how many steps
+    /// fit). Each chunk is gated when it is taken either way.
+    pub allow_partial: Option<bool>,
     #[schema(max_length = 256)]
     pub label: Option<String>,
     #[schema(value_type = Option<Object>)]

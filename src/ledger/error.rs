@@ -48,6 +48,9 @@ pub enum LedgerError {
     NotOwner(String),
     #[error("run {0:?} has no chunk left to admit")]
     RunComplete(String),
+    /// A run declared without `allow_partial` whose chunks do not all fit what is left now.
+    #[error("only {} of the run's {} chunks fit what is left", .0.chunks_that_fit, .0.chunks)]
+    RunDoesNotFit(Box<super::runs::RunFit>),
     #[error("run {run:?}: the request names chunk {asked}, the next one is {next:?}")]
     ChunkMismatch {
         run: String,

@@ -363,12 +363,36 @@ impl Gate {
         }
     }
 
+    /// [`Gate::choose`], and when it admits, the sums (the dataset's and the share's) moved past
+    /// the unit: the certificate charged, or the refusal. What a sequence of units would do to
+    /// this gate, one after another (a run's chunks at its declaration).
+    pub fn take(&mut self, candidates: &[Certificate]) -> Result<Certificate, Verdict> {
+        match self.choose(candidates) {
+            (Verdict::Admitted(after, share_after), c) => {
+                self.state = after;
+                if let (Some(share), Some(s)) = (self.share.as_mut(), share_after) {
+                    share.state = s;
+                }
+                Ok(c)
+            }
+            (refused, _) => Err(refused),
+        }
+    }
+
     /// The largest μ a further unit can have: the smaller of the dataset's and the share's.
     pub fn remaining_mu(&self) -> f64 {
         let d = self.budget.remaining_mu(&self.state);
         self.share
             .as_ref()
             .map_or(d, |s| d.min(s.budget.remaining_mu(&s.state)))
+    }
+
+    /// The δ left for a further unit: the smaller of the dataset's and the share's.
+    pub fn remaining_delta(&self) -> f64 {
+        let d = self.budget.remaining_delta(&self.state);
+        self.share
+            .as_ref()
+            .map_or(d, |s| d.min(s.budget.remaining_delta(&s.state)))
     }
 }
 

@@ -251,6 +251,9 @@ pub struct RunRequest {
     pub chunk_steps: u64,
     /// Each chunk's δᵢ, if the caller sets it.
     pub delta: Option<f64>,
+    /// Declare the run even if not all of its chunks fit what is left now (they are still each
+    /// gated when taken); without it such a run is refused at declaration.
+    pub allow_partial: bool,
     pub label: Option<String>,
     pub metadata: Option<Value>,
     pub idempotency_key: Option<String>,
@@ -258,7 +261,7 @@ pub struct RunRequest {
 }
 
 impl RunRequest {
-    /// Parses `{event, steps, chunk_steps?, delta?, label?, metadata?}`; `chunk_steps` defaults to
+    /// Parses `{event, steps, chunk_steps?, delta?, allow_partial?, label?, metadata?}`; `chunk_steps` defaults to
     /// `steps` (one unit: the tightest certificate, but nothing to refund if the run stops early
     /// unless the unit is reserved).
     pub fn from_json(v: &Value, idempotency_key: Option<String>) -> Result<Self, InputError> {
@@ -297,6 +300,7 @@ impl RunRequest {
             }
         };
         let delta = delta_field(&mut f)?;
+        let allow_partial = flag_field(&mut f, "allow_partial")?;
         let label = label_field(&mut f)?;
         let metadata = metadata_field(&mut f)?;
         f.finish()?;
@@ -305,6 +309,7 @@ impl RunRequest {
             steps,
             chunk_steps,
             delta,
+            allow_partial,
             label,
             metadata,
             idempotency_key,

@@ -61,7 +61,7 @@ pub use compute::COMPUTE_LIMIT;
 pub use error::{LedgerError, Rejection};
 pub use filter::{Statement, Validity};
 pub use kept::REPORT_CACHE_BYTES;
-pub use runs::{RunPlan, RunView};
+pub use runs::{RunFit, RunPlan, RunView};
 pub use views::{
     BalancedPoint, Calibrated, ChargeCreated, ChargeOutcome, ChargeView, CurvePointView,
     DatasetReport, DatasetView, EntryView, ExactComposition, Preview, Settled, TradeoffView,

@@ -30,11 +30,12 @@ use super::charge::UnitRequest;
 use super::compute::{blocking, exact_with};
 use super::error::{internal, LedgerError};
 use super::filter::FilterState;
+use super::filter::{Exceeded, Verdict};
 use super::input::{ChunkRequest, RunRequest, SettleKind, SettleRequest};
 use super::keys::{IdemKey, Operation};
 use super::principal::{Action, Actor};
 use super::rows::{budget_of, filter_of, now, relation_of, unchanged};
-use super::runs::{chunk_len, repeated, run_view, RunPlan, RunProgress, RunSpec, RunView};
+use super::runs::{chunk_len, repeated, run_view, RunFit, RunPlan, RunProgress, RunSpec, RunView};
 use super::verdict::unit_delta;
 use super::views::ChargeOutcome;
 use super::write::{Plan, PlanFuture, Written};
@@ -46,12 +47,13 @@ use crate::store::{DatasetRow, DatasetUpdate, EntryRow, Settle};
 use serde_json::Value;
 use std::sync::Arc;
 
-/// A run's plan at the budget of `row` (see [`RunPlan`]).
+/// A run's plan at the budget of `row` (see [`RunPlan`]), with the certificates of a full chunk
+/// and of a shorter last one (what the gate chooses from when each is taken).
 async fn plan(
     admission: &super::admission::Admission,
     req: &RunRequest,
     row: &crate::store::DatasetRow,
-) -> Result<RunPlan, LedgerError> {
+) -> Result<Planned, LedgerError> {
     let (relation, h, budget) = (
         relation_of(row)?,
         super::rows::grid_step_of(row)?,
@@ -121,15 +123,69 @@ async fn plan(
             }
             Err(_) => None,
         };
-        Ok(RunPlan {
-            chunk_unit,
-            last_chunk_unit,
-            run_mu: s.mu(),
-            run_delta: s.delta(),
-            run_mu_as_one_unit,
+        Ok(Planned {
+            plan: RunPlan {
+                chunk_unit,
+                last_chunk_unit,
+                run_mu: s.mu(),
+                run_delta: s.delta(),
+                run_mu_as_one_unit,
+            },
+            chunk,
+            last_chunk,
         })
     })
     .await
+}
+
+/// [`plan`]'s answer.
+#[derive(Clone)]
+struct Planned {
+    plan: RunPlan,
+    chunk: Arc<[Certificate]>,
+    last_chunk: Option<Arc<[Certificate]>>,
+}
+
+/// How much of the run fits `gate` now ([`RunFit`]): its chunks taken one after another
+/// ([`super::filter::Gate::take`]) until one is refused.
+fn run_fit(mut gate: super::filter::Gate, planned: &Planned, req: &RunRequest) -> RunFit {
+    let chunks = req.chunks();
+    let (remaining_mu, remaining_delta) = (gate.remaining_mu(), gate.remaining_delta());
+    let mut fit = RunFit {
+        chunks,
+        steps: req.steps,
+        chunks_that_fit: 0,
+        steps_that_fit: 0,
+        refused_by: String::new(),
+        remaining_mu,
+        remaining_delta,
+    };
+    for i in 0..chunks {
+        let last = i + 1 == chunks;
+        let candidates = match (&planned.last_chunk, last) {
+            (Some(l), true) => l,
+            _ => &planned.chunk,
+        };
+        match gate.take(candidates) {
+            Ok(_) => {
+                fit.chunks_that_fit += 1;
+                fit.steps_that_fit += chunk_len(req.steps, req.chunk_steps, i);
+            }
+            Err(Verdict::Rejected(holder, why)) => {
+                let part = match why {
+                    Exceeded::Mu => "mu",
+                    Exceeded::Delta => "delta",
+                };
+                fit.refused_by = match holder {
+                    Some(h) => format!("{part} of {h}'s quota"),
+                    None => format!("{part} of the dataset's budget"),
+                };
+                break;
+            }
+            Err(Verdict::Admitted(..)) => unreachable!("take returns Ok when it admits"),
+        }
+    }
+    fit
 }
 
 impl Ledgers {
@@ -162,17 +218,26 @@ impl Ledgers {
         let declare = move |row: DatasetRow| -> PlanFuture<'_, RunView> {
             Box::pin(async move {
                 let f = filter_of(&row)?;
-                let mut current = *planned.lock().expect("run plan");
+                let mut current = planned.lock().expect("run plan").clone();
                 if budget_of(&row)? != current.0 {
                     current = (budget_of(&row)?, plan(&self.admission, req, &row).await?);
-                    *planned.lock().expect("run plan") = current;
+                    *planned.lock().expect("run plan") = current.clone();
+                }
+                // Under the dataset's lock, against its sums now: a run whose chunks cannot all
+                // be taken is refused before anything is recorded, unless the caller allows it.
+                if !req.allow_partial {
+                    let (gate, _) = self.gate_now(&row, &actor.principal.name).await?;
+                    let fit = run_fit(gate, &current.1, req);
+                    if fit.chunks_that_fit < fit.chunks {
+                        return Err(LedgerError::RunDoesNotFit(Box::new(fit)));
+                    }
                 }
                 let spec = RunSpec {
                     event: req.event.to_json(),
                     steps: req.steps,
                     chunk_steps: req.chunk_steps,
                     delta: req.delta,
-                    plan: current.1,
+                    plan: current.1.plan,
                 };
                 let ts = now();
                 let mut entry = EntryRow {

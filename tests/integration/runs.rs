@@ -148,17 +148,53 @@ async fn a_run_is_charged_chunk_by_chunk_and_stopping_early_charges_nothing_more
     }
 }
 
+/// A run whose chunks cannot all fit is refused at declaration (409 `run_does_not_fit`, saying
+/// how much fits), nothing recorded; declared with `allow_partial` it is stopped at the first
+/// chunk that does not fit, when that chunk is asked for.
 #[tokio::test]
-async fn a_run_that_does_not_fit_is_stopped_at_the_chunk_that_does_not() {
+async fn a_run_that_does_not_fit_is_refused_or_stopped_at_the_chunk_that_does_not() {
     let app = spawn_app().await;
     app.dataset("d", 1.0).await;
-    let (_, run) = app
+    let decl = json!({"event": gdp(0.4), "steps": 10, "chunk_steps": 2});
+    // Each chunk is GDP with μ = 0.4·√2; (0.4√2)²·k ≤ 1 ⟺ k ≤ 3.125: three chunks fit.
+    let version = dataset(&app).await["version"].clone();
+    let (s, b) = app.post("/v1/datasets/d/runs", decl.clone()).await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::CONFLICT, Some("run_does_not_fit")),
+        "{b}"
+    );
+    let d = &b["details"];
+    assert_eq!(
+        (
+            d["chunks"].as_u64(),
+            d["chunks_that_fit"].as_u64(),
+            d["steps"].as_u64(),
+            d["steps_that_fit"].as_u64()
+        ),
+        (Some(5), Some(3), Some(10), Some(6)),
+        "{b}"
+    );
+    assert_eq!(d["refused_by"], "mu of the dataset's budget", "{b}");
+    assert_eq!(f(&d["remaining_mu"]), 1.0, "{b}");
+    assert!(
+        b["message"].as_str().unwrap().contains("allow_partial"),
+        "{b}"
+    );
+    // Nothing was recorded.
+    assert_eq!(dataset(&app).await["version"], version);
+    // Six steps fit: declared as such, it is accepted.
+    let (s, b) = app
         .post(
             "/v1/datasets/d/runs",
-            json!({"event": gdp(0.4), "steps": 10, "chunk_steps": 2}),
+            json!({"event": gdp(0.4), "steps": 6, "chunk_steps": 2}),
         )
         .await;
-    // Each chunk is GDP with μ = 0.4·√2; (0.4√2)²·k ≤ 1 ⟺ k ≤ 3.125: three chunks fit.
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let mut partial = decl.clone();
+    partial["allow_partial"] = json!(true);
+    let (s, run) = app.post("/v1/datasets/d/runs", partial).await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
     let chunk_mu = f(&run["chunk_unit"]["mu"]);
     assert!((chunk_mu - 0.4 * 2f64.sqrt()).abs() < 1e-12, "{run}");
     let uri = format!("/v1/datasets/d/runs/{}/chunks", run["id"].as_str().unwrap());
