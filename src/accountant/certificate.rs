@@ -171,7 +171,9 @@ pub fn certify(
                 };
                 format!("{x:.14e}").parse().unwrap_or(x)
             };
-            for di in std::iter::once(0.0).chain(AUTO_DELTA_STEPS.map(at)) {
+            // (None: δ = 0; Some(k): d·10ᵏ.)
+            for k in std::iter::once(None).chain(AUTO_DELTA_STEPS.map(Some)) {
+                let di = k.map_or(0.0, at);
                 if di >= 1.0 {
                     break;
                 }
@@ -186,7 +188,9 @@ pub fn certify(
                         kept.push(c)
                     }
                     Ok(_) => {}
-                    Err(e) if di == d => at_default = Some(e),
+                    // The default's own reason, reported when nothing fits (compared by step:
+                    // the written-back default may differ from d in its last bits).
+                    Err(e) if k == Some(0) => at_default = Some(e),
                     Err(_) => {}
                 }
             }
