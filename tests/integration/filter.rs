@@ -145,6 +145,30 @@ async fn delta_parts_are_charged_and_capped() {
     assert!((r["delta_spent"].as_f64().unwrap() - 1e-13).abs() < 1e-21);
 }
 
+/// A dataset `id` with budget (μ_B, δ_B), and the 201 body of charging `event` on it first.
+async fn first_charge(
+    app: &crate::api::TestApp,
+    id: &str,
+    (mu, delta): (f64, f64),
+    event: &serde_json::Value,
+) -> serde_json::Value {
+    let (s, d) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": id, "budget": {"mu": mu, "delta": delta}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{d}");
+    let (s, b) = app
+        .post(
+            &format!("/v1/datasets/{id}/charges"),
+            json!({"event": event}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    b
+}
+
 /// The gate charges, of a unit's certificates, the one that takes the smallest share of what is
 /// left (docs/filter.md §9): a larger δ where μ is scarce, a smaller one where δ is, δ = 0 once δ
 /// is spent — each choice visible in the charge, and the sums are those of the charged ones.
@@ -166,31 +190,15 @@ async fn the_gate_spends_delta_where_mu_is_scarce_and_saves_it_where_delta_is() 
     assert!(mu_large < mu_default && mu_default < mu_small, "{curve}");
     // μ scarce (μ_B = 0.3, δ_B = 1e-7): δ_B/100 costs 1 % of δ against a μ share of
     // mu_large²/0.09 ≈ 40 %; a smaller δ would take more of μ.
-    app.post(
-        "/v1/datasets",
-        json!({"id": "tight_mu", "budget": {"mu": 0.3, "delta": 1e-7}}),
-    )
-    .await;
-    let (s, b) = app
-        .post("/v1/datasets/tight_mu/charges", json!({"event": step}))
-        .await;
-    assert_eq!(s, StatusCode::CREATED, "{b}");
-    assert_eq!(b["charge"]["unit"]["delta"], 1e-9, "{b}");
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b;
+    let b = first_charge(&app, "tight_mu", (0.3, 1e-7), &step).await;
+    assert_eq!(b["charge"]["unit"]["delta"], 1e-9, "{b}");
     assert!(
         close(b["charge"]["unit"]["mu"].as_f64().unwrap(), mu_large),
         "{b} {curve}"
     );
     // δ scarce (μ_B = 100, δ_B = 1e-7): every μ share is below 1e-5, δ_B/10⁴ is 1e-4 of δ.
-    app.post(
-        "/v1/datasets",
-        json!({"id": "tight_delta", "budget": {"mu": 100.0, "delta": 1e-7}}),
-    )
-    .await;
-    let (s, b) = app
-        .post("/v1/datasets/tight_delta/charges", json!({"event": step}))
-        .await;
-    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let b = first_charge(&app, "tight_delta", (100.0, 1e-7), &step).await;
     assert_eq!(b["charge"]["unit"]["delta"], 1e-11, "{b}");
     assert!(
         close(b["charge"]["unit"]["mu"].as_f64().unwrap(), mu_small),
