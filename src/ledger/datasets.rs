@@ -316,12 +316,7 @@ impl Ledgers {
                 // The certificate the gate would have charged at this point (its choice among
                 // the candidates depends on the sums before the unit); counted even if the gate
                 // would have refused it, as it happened.
-                let gate = super::filter::Gate {
-                    budget,
-                    state,
-                    share: None,
-                };
-                let c = gate.choose(&candidates).1;
+                let c = super::filter::Gate::of(budget, state).choose(&candidates).1;
                 state = state.with(&c);
                 certificates.push((e.seq, c.mu(), c.delta()));
             }

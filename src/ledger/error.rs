@@ -50,7 +50,7 @@ pub enum LedgerError {
     RunComplete(String),
     /// A run declared without `allow_partial` whose chunks do not all fit what is left now.
     #[error("only {} of the run's {} chunks fit what is left", .0.chunks_that_fit, .0.chunks)]
-    RunDoesNotFit(Box<super::runs::RunFit>),
+    RunDoesNotFit(Box<RunFit>),
     #[error("run {run:?}: the request names chunk {asked}, the next one is {next:?}")]
     ChunkMismatch {
         run: String,
@@ -100,6 +100,25 @@ impl From<StoreError> for LedgerError {
             other => LedgerError::Unavailable(other),
         }
     }
+}
+
+/// How much of a declared run fits what is left for its declarer now (the 409 `run_does_not_fit`
+/// details): its chunks taken one after another through the gate (the dataset's filter and the
+/// declarer's quota share, each chunk's δᵢ chosen as when it is taken), up to the first refused.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct RunFit {
+    pub chunks: u64,
+    pub steps: u64,
+    /// Chunks admitted one after another before the first refusal.
+    pub chunks_that_fit: u64,
+    /// Steps in those chunks.
+    pub steps_that_fit: u64,
+    /// What refuses the first chunk that does not fit: `"mu"` or `"delta"`, of the dataset's
+    /// budget or of the holder's quota (`"mu of alice's quota"`).
+    pub refused_by: String,
+    /// μ and δ left for a unit of the declarer now, before the run.
+    pub remaining_mu: f64,
+    pub remaining_delta: f64,
 }
 
 /// Why a charge was rejected: the figures of the 409 `budget_exceeded` body (declared once here,

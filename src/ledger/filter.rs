@@ -312,6 +312,16 @@ impl Verdict {
 }
 
 impl Gate {
+    /// The gate of `budget` with the sums `state` and no quota share: what a dataset's own
+    /// filter decides (plans, and the conversion of an old ledger's past).
+    pub fn of(budget: Budget, state: FilterState) -> Gate {
+        Gate {
+            budget,
+            state,
+            share: None,
+        }
+    }
+
     /// Whether a unit with certificate `c` is admitted (see the type's docs).
     pub fn admits(&self, c: &Certificate) -> Verdict {
         let after = match self.budget.admits(&self.state, c) {

@@ -58,10 +58,10 @@ mod write;
 
 pub use budget::{CertificateView, GATE_TOLERANCE};
 pub use compute::COMPUTE_LIMIT;
-pub use error::{LedgerError, Rejection};
+pub use error::{LedgerError, Rejection, RunFit};
 pub use filter::{Statement, Validity};
 pub use kept::REPORT_CACHE_BYTES;
-pub use runs::{RunFit, RunPlan, RunView};
+pub use runs::{RunPlan, RunView};
 pub use views::{
     BalancedPoint, Calibrated, ChargeCreated, ChargeOutcome, ChargeView, CurvePointView,
     DatasetReport, DatasetView, EntryView, ExactComposition, Preview, Settled, TradeoffView,

@@ -59,25 +59,6 @@ pub struct RunPlan {
     pub run_mu_as_one_unit: Option<f64>,
 }
 
-/// How much of a declared run fits what is left for its declarer now (the 409 `run_does_not_fit`
-/// details): its chunks taken one after another through the gate (the dataset's filter and the
-/// declarer's quota share, each chunk's δᵢ chosen as when it is taken), up to the first refused.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct RunFit {
-    pub chunks: u64,
-    pub steps: u64,
-    /// Chunks admitted one after another before the first refusal.
-    pub chunks_that_fit: u64,
-    /// Steps in those chunks.
-    pub steps_that_fit: u64,
-    /// What refuses the first chunk that does not fit: `"mu"` or `"delta"`, of the dataset's
-    /// budget or of the holder's quota (`"mu of alice's quota"`).
-    pub refused_by: String,
-    /// μ and δ left for a unit of the declarer now, before the run.
-    pub remaining_mu: f64,
-    pub remaining_delta: f64,
-}
-
 /// A run's declaration as stored (`entries.event` of its `run` entry).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct RunSpec {

@@ -28,14 +28,14 @@
 
 use super::charge::UnitRequest;
 use super::compute::{blocking, exact_with};
-use super::error::{internal, LedgerError};
+use super::error::{internal, LedgerError, RunFit};
 use super::filter::FilterState;
-use super::filter::{Exceeded, Verdict};
+use super::filter::{Exceeded, Gate, Verdict};
 use super::input::{ChunkRequest, RunRequest, SettleKind, SettleRequest};
 use super::keys::{IdemKey, Operation};
 use super::principal::{Action, Actor};
 use super::rows::{budget_of, filter_of, now, relation_of, unchanged};
-use super::runs::{chunk_len, repeated, run_view, RunFit, RunPlan, RunProgress, RunSpec, RunView};
+use super::runs::{chunk_len, repeated, run_view, RunPlan, RunProgress, RunSpec, RunView};
 use super::verdict::unit_delta;
 use super::views::ChargeOutcome;
 use super::write::{Plan, PlanFuture, Written};
@@ -74,44 +74,35 @@ async fn plan(
                 &path,
             )?)
         };
-        let chunk = candidates(chunk_steps)?;
         let chunks = steps.div_ceil(chunk_steps);
         let last = chunk_len(steps, chunk_steps, chunks - 1);
-        let last_chunk = if last == chunk_steps {
-            None
-        } else {
-            Some(candidates(last)?)
+        let certificates = ChunkCertificates {
+            full: candidates(chunk_steps)?,
+            shorter_last: if last == chunk_steps {
+                None
+            } else {
+                Some(candidates(last)?)
+            },
+            chunks,
         };
         // Each chunk as the gate would charge it were the run's chunks the only units on a fresh
         // ledger of this budget (the gate chooses a unit's δ from the sums before it,
         // `Gate::choose`); a chunk past the budget is counted with the gate's first candidate.
-        let mut gate = super::filter::Gate {
-            budget,
-            state: FilterState::empty(),
-            share: None,
-        };
+        let mut gate = Gate::of(budget, FilterState::empty());
         let (mut chunk_unit, mut last_chunk_unit) = (None, None);
         for i in 0..chunks {
-            let shorter = last_chunk.as_ref().filter(|_| i + 1 == chunks);
-            let unit = gate.choose(shorter.unwrap_or(&chunk)).1;
+            let unit = gate.choose(certificates.of(i)).1;
             gate.state = gate.state.with(&unit);
-            if shorter.is_some() {
+            if certificates.is_shorter(i) {
                 last_chunk_unit = Some(unit);
             } else if chunk_unit.is_none() {
                 chunk_unit = Some(unit);
             }
         }
         let s = gate.state;
-        // A run shorter than one chunk: a full chunk as the gate would charge it first.
-        let chunk_unit = chunk_unit.unwrap_or_else(|| {
-            super::filter::Gate {
-                budget,
-                state: FilterState::empty(),
-                share: None,
-            }
-            .choose(&chunk)
-            .1
-        });
+        // Chunk 0 is always a full chunk (the input keeps chunk_steps ≤ steps).
+        let chunk_unit = chunk_unit
+            .ok_or_else(|| internal("a run whose first chunk is shorter than chunk_steps"))?;
         let base = crate::accountant::composition::Composition::new(relation, h);
         let whole = repeated(&step, steps)?;
         // Too large or unsupported as one unit is not an error of the run, only a figure less;
@@ -131,8 +122,7 @@ async fn plan(
                 run_delta: s.delta(),
                 run_mu_as_one_unit,
             },
-            chunk,
-            last_chunk,
+            certificates,
         })
     })
     .await
@@ -142,13 +132,35 @@ async fn plan(
 #[derive(Clone)]
 struct Planned {
     plan: RunPlan,
-    chunk: Arc<[Certificate]>,
-    last_chunk: Option<Arc<[Certificate]>>,
+    certificates: ChunkCertificates,
+}
+
+/// The certificates of a run's chunks: of a full chunk, and of a shorter last one.
+#[derive(Clone)]
+struct ChunkCertificates {
+    full: Arc<[Certificate]>,
+    shorter_last: Option<Arc<[Certificate]>>,
+    chunks: u64,
+}
+
+impl ChunkCertificates {
+    /// Whether chunk `i` is the shorter last one.
+    fn is_shorter(&self, i: u64) -> bool {
+        self.shorter_last.is_some() && i + 1 == self.chunks
+    }
+
+    /// The certificates the gate chooses from for chunk `i`.
+    fn of(&self, i: u64) -> &[Certificate] {
+        match &self.shorter_last {
+            Some(l) if self.is_shorter(i) => l,
+            _ => &self.full,
+        }
+    }
 }
 
 /// How much of the run fits `gate` now ([`RunFit`]): its chunks taken one after another
-/// ([`super::filter::Gate::take`]) until one is refused.
-fn run_fit(mut gate: super::filter::Gate, planned: &Planned, req: &RunRequest) -> RunFit {
+/// ([`Gate::take`]) until one is refused.
+fn run_fit(mut gate: Gate, planned: &Planned, req: &RunRequest) -> RunFit {
     let chunks = req.chunks();
     let (remaining_mu, remaining_delta) = (gate.remaining_mu(), gate.remaining_delta());
     let mut fit = RunFit {
@@ -161,12 +173,7 @@ fn run_fit(mut gate: super::filter::Gate, planned: &Planned, req: &RunRequest) -
         remaining_delta,
     };
     for i in 0..chunks {
-        let last = i + 1 == chunks;
-        let candidates = match (&planned.last_chunk, last) {
-            (Some(l), true) => l,
-            _ => &planned.chunk,
-        };
-        match gate.take(candidates) {
+        match gate.take(planned.certificates.of(i)) {
             Ok(_) => {
                 fit.chunks_that_fit += 1;
                 fit.steps_that_fit += chunk_len(req.steps, req.chunk_steps, i);
