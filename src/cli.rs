@@ -76,7 +76,7 @@ pub fn account(input: Option<&Path>) -> Result<String, CliError> {
 /// `privacy-ledger token …`.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum TokenAction {
-    /// Make a token and print its secret (shown once).
+    /// Make a token and print its bearer token (shown once) and its id.
     Create {
         /// Who or what the token is for.
         #[arg(long)]
@@ -138,8 +138,11 @@ pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
                     )
                     .await
                     .map_err(|e| e.to_string())?;
+                // The one thing to keep comes first, named as the API names it.
                 Ok(format!(
-                    "token {} ({}, {}){}\n{}",
+                    "bearer token (shown once, keep it): {}\n\
+                     its id {} ({}, {}{}) names it in `token revoke`; the id grants nothing",
+                    t.secret,
                     t.token.id,
                     t.token.name,
                     t.token.role,
@@ -147,7 +150,6 @@ pub fn token(url: &str, action: TokenAction) -> Result<String, String> {
                         .expires_at
                         .map(|e| format!(", expires {e}"))
                         .unwrap_or_default(),
-                    t.secret
                 ))
             }
             TokenAction::List => {

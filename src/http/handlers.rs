@@ -24,18 +24,35 @@ const MAX_PAGE: i64 = 1000;
 const DEFAULT_PAGE: i64 = 100;
 
 fn page_limit(q: &HashMap<String, String>) -> ApiResult<i64> {
+    page_limit_of(q, DEFAULT_PAGE, MAX_PAGE)
+}
+
+/// `limit` in [1, `max`], `default` when absent.
+fn page_limit_of(q: &HashMap<String, String>, default: i64, max: i64) -> ApiResult<i64> {
     match q.get("limit") {
-        None => Ok(DEFAULT_PAGE),
+        None => Ok(default),
         Some(s) => s
             .parse::<i64>()
             .ok()
-            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .filter(|n| (1..=max).contains(n))
             .ok_or_else(|| {
                 ApiError::invalid_param(
                     "query.limit",
-                    format!("must be a whole number in [1, {MAX_PAGE}]"),
+                    format!("must be a whole number in [1, {max}]"),
                 )
             }),
+    }
+}
+
+/// The `after` cursor of a page: a whole number ≥ 0 (default 0).
+fn page_after(q: &HashMap<String, String>) -> ApiResult<i64> {
+    match q.get("after") {
+        None => Ok(0),
+        Some(a) => a
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| ApiError::invalid_param("query.after", "must be a whole number ≥ 0")),
     }
 }
 
@@ -184,6 +201,31 @@ pub async fn declare_run(
     let req = input::RunRequest::from_json(&body, idempotency_key(&headers)?)?;
     let (run, created) = s.ledgers.declare_run(&caller.0, &id, req).await?;
     Ok((created_or_ok(created), Json(run)))
+}
+
+/// The dataset's runs, oldest first, each with its progress: chunks committed, reserved and
+/// released, steps taken, μ used and μ the rest of the run will need (paginated: `limit`, `after`).
+#[utoipa::path(get, path = "/v1/datasets/{id}/runs", tag = "charges",
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
+           ("limit" = Option<i64>, Query, description = "Page size (1-100, default 20)", minimum = 1, maximum = 100),
+           ("after" = Option<i64>, Query, description = "Return runs declared after this cursor (`next_cursor` of the previous page)", minimum = 0)),
+    responses((status = 200, description = "A page of runs", body = RunPage),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn list_runs(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<RunPage>> {
+    unknown_params(&q, &["limit", "after"])?;
+    let (limit, after) = (page_limit_of(&q, 20, 100)?, page_after(&q)?);
+    let (items, next) = s.ledgers.list_runs(&caller.0, &id, after, limit).await?;
+    Ok(Json(RunPage {
+        items,
+        next_cursor: next,
+    }))
 }
 
 /// A run with its progress: chunks committed, reserved and released, and the next chunk.
@@ -462,14 +504,7 @@ pub async fn list_charges(
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<EntryPage>> {
     unknown_params(&q, &["limit", "after"])?;
-    let limit = page_limit(&q)?;
-    let after =
-        match q.get("after") {
-            None => 0,
-            Some(a) => a.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
-                ApiError::invalid_param("query.after", "must be a whole number ≥ 0")
-            })?,
-        };
+    let (limit, after) = (page_limit(&q)?, page_after(&q)?);
     let (items, next) = s.ledgers.list_entries(&caller.0, &id, after, limit).await?;
     Ok(Json(EntryPage {
         items,
@@ -890,7 +925,7 @@ pub async fn list_tokens(
     Ok(Json(s.ledgers.list_tokens(&caller.0).await?))
 }
 
-/// Make a token; its secret is in this response only. Global admins.
+/// Make a token: keep `bearer_token`, shown in this response only. Global admins.
 #[utoipa::path(post, path = "/v1/tokens", tag = "access",
     request_body = TokenRequestWire,
     responses((status = 201, description = "Made", body = TokenCreated),
@@ -915,8 +950,8 @@ pub async fn create_token(
     Ok((
         StatusCode::CREATED,
         Json(TokenCreated {
+            bearer_token: t.secret,
             token: t.token,
-            secret: t.secret,
         }),
     ))
 }

@@ -300,7 +300,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::start_charge))
         .routes(routes!(handlers::commit_charge))
         .routes(routes!(handlers::release_charge))
-        .routes(routes!(handlers::declare_run))
+        .routes(routes!(handlers::declare_run, handlers::list_runs))
         .routes(routes!(handlers::get_run))
         .routes(routes!(handlers::run_chunk))
         .routes(routes!(handlers::get_report))

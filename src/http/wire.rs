@@ -221,6 +221,11 @@ pub struct RunRequestWire {
     /// (default false: such a run is refused with 409 `run_does_not_fit`, saying how many steps
     /// fit). Each chunk is gated when it is taken either way.
     pub allow_partial: Option<bool>,
+    /// The declaration warns (`warnings`, code `chunking_cost`) when the run's μ exceeds μ of all
+    /// its steps as one unit by more than this fraction, and suggests a chunk size that would not
+    /// (default 0.05).
+    #[schema(minimum = 0.0, maximum = 10.0)]
+    pub chunking_tolerance: Option<f64>,
     #[schema(max_length = 256)]
     pub label: Option<String>,
     #[schema(value_type = Option<Object>)]
@@ -271,6 +276,14 @@ pub struct ReleaseRequestWire {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct EntryPage {
     pub items: Vec<EntryView>,
+    /// Pass as `after` for the next page; null on the last one.
+    pub next_cursor: Option<i64>,
+}
+
+/// A page of runs.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunPage {
+    pub items: Vec<crate::ledger::RunView>,
     /// Pass as `after` for the next page; null on the last one.
     pub next_cursor: Option<i64>,
 }
@@ -443,12 +456,17 @@ pub struct TokenRequestWire {
     pub expires_in_days: Option<u64>,
 }
 
-/// A token just made: shown with its secret this once.
+/// A token just made. `bearer_token` is the one field to keep: it is what `Authorization: Bearer`
+/// takes, shown this once and stored only as a hash. The other fields describe the token as
+/// `GET /v1/tokens` will (its `id` is what `DELETE /v1/tokens/{id}` takes; it grants nothing).
 #[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(example = json!({"bearer_token": "pl_3f9c0d…", "id": "0b7e2c1a-…", "name": "analytics team", "role": "analyst", "created_at": "2026-11-28T20:00:00Z", "expires_at": null, "revoked_at": null}))]
 pub struct TokenCreated {
+    /// Keep this: `pl_` and 64 hex digits, shown once.
+    #[schema(pattern = "^pl_[0-9a-f]{64}$")]
+    pub bearer_token: String,
+    #[serde(flatten)]
     pub token: crate::ledger::auth::TokenView,
-    /// The bearer secret (`pl_` and 64 hex digits): shown once, stored only as a hash.
-    pub secret: String,
 }
 
 /// A page of the audit log.

@@ -254,14 +254,22 @@ pub struct RunRequest {
     /// Declare the run even if not all of its chunks fit what is left now (they are still each
     /// gated when taken); without it such a run is refused at declaration.
     pub allow_partial: bool,
+    /// The declaration warns (`chunking_cost`) when the run's μ exceeds that of all its steps as
+    /// one unit by more than this fraction, and says which chunk size would not.
+    pub chunking_tolerance: f64,
     pub label: Option<String>,
     pub metadata: Option<Value>,
     pub idempotency_key: Option<String>,
     pub request_hash: String,
 }
 
+/// The price of chunking a run may have before its declaration warns: 5 % more μ than one unit.
+pub const DEFAULT_CHUNKING_TOLERANCE: f64 = 0.05;
+/// The largest `chunking_tolerance` accepted (a run costing 11× one unit is always worth a word).
+pub const MAX_CHUNKING_TOLERANCE: f64 = 10.0;
+
 impl RunRequest {
-    /// Parses `{event, steps, chunk_steps?, delta?, allow_partial?, label?, metadata?}`; `chunk_steps` defaults to
+    /// Parses `{event, steps, chunk_steps?, delta?, allow_partial?, chunking_tolerance?, label?, metadata?}`; `chunk_steps` defaults to
     /// `steps` (one unit: the tightest certificate, but nothing to refund if the run stops early
     /// unless the unit is reserved).
     pub fn from_json(v: &Value, idempotency_key: Option<String>) -> Result<Self, InputError> {
@@ -301,6 +309,19 @@ impl RunRequest {
         };
         let delta = delta_field(&mut f)?;
         let allow_partial = flag_field(&mut f, "allow_partial")?;
+        let chunking_tolerance = match f.optional("chunking_tolerance") {
+            None => DEFAULT_CHUNKING_TOLERANCE,
+            Some((x, p)) => {
+                let t = json::number(x, &p)?;
+                if !(0.0..=MAX_CHUNKING_TOLERANCE).contains(&t) {
+                    return Err(InputError::new(
+                        &p,
+                        format!("must be a number in [0, {MAX_CHUNKING_TOLERANCE}], got {t}"),
+                    ));
+                }
+                t
+            }
+        };
         let label = label_field(&mut f)?;
         let metadata = metadata_field(&mut f)?;
         f.finish()?;
@@ -310,6 +331,7 @@ impl RunRequest {
             chunk_steps,
             delta,
             allow_partial,
+            chunking_tolerance,
             label,
             metadata,
             idempotency_key,

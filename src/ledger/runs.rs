@@ -2,8 +2,10 @@
 //! runs are in `units`).
 
 use super::error::LedgerError;
+use super::filter::{sqrt_up, FilterState};
 use crate::accountant::certificate::Certificate;
 use crate::accountant::event::Count;
+use crate::accountant::rounding::{add_up, mul_up};
 use crate::accountant::Event;
 use crate::store::EntryRow;
 use serde::{Deserialize, Serialize};
@@ -35,8 +37,32 @@ pub struct RunView {
     pub chunks_released: u64,
     /// The chunk the next request admits (`None`: every chunk is admitted).
     pub next_chunk: Option<u64>,
+    /// Steps in the chunks admitted and not released.
+    pub steps_taken: u64,
+    /// What the run's admitted chunks (committed or reserved) add to the filter: √Σμᵢ² and Σδᵢ,
+    /// both rounded up.
+    pub mu_used: f64,
+    pub delta_used: f64,
+    /// What the chunks not yet admitted would add at the plan's certificates: √Σμᵢ² and Σδᵢ,
+    /// rounded up. A planning figure: the gate chooses each chunk's δᵢ when it is taken.
+    pub mu_to_finish: f64,
+    pub delta_to_finish: f64,
+    /// What the declaration found worth saying: `chunking_cost` when the chunks cost more than
+    /// the stated fraction over one unit (with `suggested_chunk_steps`).
+    pub warnings: Vec<RunWarning>,
     #[schema(format = DateTime)]
     pub created_at: String,
+}
+
+/// A warning about a run's declaration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RunWarning {
+    /// `chunking_cost`.
+    pub code: String,
+    pub message: String,
+    /// A chunk size (steps) whose chunks cost at most the tolerance over one unit: the smallest
+    /// of those tried, halving the number of chunks (at worst all the steps, one unit).
+    pub suggested_chunk_steps: u64,
 }
 
 /// What a run costs, computed when it is declared (at the dataset's budget then), as if its chunks
@@ -67,6 +93,9 @@ pub(super) struct RunSpec {
     pub(super) chunk_steps: u64,
     pub(super) delta: Option<f64>,
     pub(super) plan: RunPlan,
+    /// Absent in runs declared before warnings existed.
+    #[serde(default)]
+    pub(super) warnings: Vec<RunWarning>,
 }
 
 /// Steps in chunk `i` of a run.
@@ -93,45 +122,12 @@ pub(super) fn spec_of(decl: &EntryRow, id: &str) -> Result<RunSpec, LedgerError>
         .ok_or_else(|| LedgerError::Corrupt(id.to_owned(), format!("run entry {}", decl.seq)))
 }
 
-/// The run's view from its entries (the declaration first, then its chunks).
+/// The run's view from its entries (the declaration first, then its chunks): its progress moved
+/// past all of them at once.
 pub(super) fn run_view(entries: &[EntryRow], id: &str) -> Result<RunView, LedgerError> {
-    let decl = &entries[0];
-    let spec = spec_of(decl, id)?;
-    let chunks = spec.steps.div_ceil(spec.chunk_steps);
-    let (mut committed, mut reserved, mut released) = (0, 0, 0);
-    let mut taken = vec![false; chunks as usize];
-    for e in entries.iter().filter(|e| e.kind == "charge") {
-        match e.status.as_deref() {
-            Some("released") => released += 1,
-            s => {
-                if matches!(s, Some("reserved" | "started")) {
-                    reserved += 1;
-                } else {
-                    committed += 1;
-                }
-                if let Some(t) = e.chunk.and_then(|c| taken.get_mut(c as usize)) {
-                    *t = true;
-                }
-            }
-        }
-    }
-    let parse = |s: &Option<String>| s.as_deref().and_then(|t| serde_json::from_str(t).ok());
-    Ok(RunView {
-        id: decl.run_id.clone().unwrap_or_default(),
-        event: spec.event,
-        steps: spec.steps,
-        chunk_steps: spec.chunk_steps,
-        chunks,
-        delta: spec.delta,
-        label: decl.label.clone(),
-        metadata: parse(&decl.metadata),
-        plan: spec.plan,
-        chunks_committed: committed,
-        chunks_reserved: reserved,
-        chunks_released: released,
-        next_chunk: taken.iter().position(|t| !t).map(|i| i as u64),
-        created_at: decl.created_at.clone(),
-    })
+    let mut p = RunProgress::new(entries[0].clone(), id)?;
+    p.advance(&entries[1..]);
+    Ok(p.view())
 }
 
 /// A run's progress as its entries up to `seq` state it, moved forward by the entries appended
@@ -144,13 +140,18 @@ pub(super) struct RunProgress {
     pub(super) seq: i64,
     pub(super) decl: EntryRow,
     pub(super) spec: RunSpec,
-    /// Chunk charges by id: (chunk, status now).
-    pub(super) charges: HashMap<String, (u64, String)>,
+    /// Chunk charges by id: (chunk, status now, certificate).
+    pub(super) charges: HashMap<String, (u64, String, Option<Certificate>)>,
     /// Per chunk, the charges holding it (not released).
     pub(super) holders: Vec<u32>,
     pub(super) committed: u64,
     pub(super) reserved: u64,
     pub(super) released: u64,
+    /// Chunks held, and their steps.
+    pub(super) held: u64,
+    pub(super) steps_taken: u64,
+    /// The held chunks' certificates summed as the filter sums them.
+    pub(super) used: FilterState,
 }
 
 impl RunProgress {
@@ -166,7 +167,42 @@ impl RunProgress {
             committed: 0,
             reserved: 0,
             released: 0,
+            held: 0,
+            steps_taken: 0,
+            used: FilterState::empty(),
         })
+    }
+
+    /// One more charge holds `chunk`.
+    fn hold(&mut self, chunk: u64, unit: Option<&Certificate>) {
+        if let Some(h) = self.holders.get_mut(chunk as usize) {
+            *h += 1;
+            if *h == 1 {
+                self.held += 1;
+                self.steps_taken += chunk_len(self.spec.steps, self.spec.chunk_steps, chunk);
+            }
+        }
+        if let Some(c) = unit {
+            self.used = self.used.with(c);
+        }
+    }
+
+    /// A charge holding `chunk` was released.
+    fn unhold(&mut self, chunk: u64, unit: Option<&Certificate>) {
+        if let Some(h) = self.holders.get_mut(chunk as usize) {
+            if *h == 1 {
+                self.held -= 1;
+                self.steps_taken = self.steps_taken.saturating_sub(chunk_len(
+                    self.spec.steps,
+                    self.spec.chunk_steps,
+                    chunk,
+                ));
+            }
+            *h = h.saturating_sub(1);
+        }
+        if let Some(c) = unit {
+            self.used = self.used.without(c);
+        }
     }
 
     pub(super) fn count(&mut self, status: &str, by: i64) {
@@ -188,13 +224,16 @@ impl RunProgress {
                         continue;
                     };
                     let status = e.status.clone().unwrap_or_else(|| "committed".into());
+                    let unit = e
+                        .unit_mu
+                        .zip(e.unit_delta)
+                        .and_then(|(mu, delta)| Certificate::new(mu, delta));
                     self.count(&status, 1);
                     if status != "released" {
-                        if let Some(h) = self.holders.get_mut(chunk as usize) {
-                            *h += 1;
-                        }
+                        self.hold(chunk as u64, unit.as_ref());
                     }
-                    self.charges.insert(id.clone(), (chunk as u64, status));
+                    self.charges
+                        .insert(id.clone(), (chunk as u64, status, unit));
                     continue;
                 }
                 "start" => "started",
@@ -202,7 +241,8 @@ impl RunProgress {
                 "release" => "released",
                 _ => continue,
             };
-            let Some((chunk, from)) = e.ref_id.as_ref().and_then(|r| self.charges.get(r)).cloned()
+            let Some((chunk, from, unit)) =
+                e.ref_id.as_ref().and_then(|r| self.charges.get(r)).cloned()
             else {
                 continue;
             };
@@ -212,14 +252,39 @@ impl RunProgress {
             self.count(&from, -1);
             self.count(to, 1);
             if to == "released" {
-                if let Some(h) = self.holders.get_mut(chunk as usize) {
-                    *h = h.saturating_sub(1);
-                }
+                self.unhold(chunk, unit.as_ref());
             }
             if let Some(c) = e.ref_id.as_ref().and_then(|r| self.charges.get_mut(r)) {
                 c.1 = to.to_owned();
             }
         }
+    }
+
+    /// What the chunks not held would add at the plan's certificates (the last one's when it is
+    /// shorter): √Σμᵢ² and Σδᵢ, each product, sum and root rounded up; O(1).
+    fn to_finish(&self) -> (f64, f64) {
+        let plan = &self.spec.plan;
+        let chunks = self.holders.len() as u64;
+        let held = self.held;
+        let last_shorter = plan.last_chunk_unit.filter(|_| chunks > 0);
+        let last_free = self.holders.last().is_some_and(|h| *h == 0);
+        // Full chunks not held (the shorter last one, if any, apart).
+        let full_free = match (last_shorter, last_free) {
+            (Some(_), true) => chunks - held - 1,
+            _ => chunks - held,
+        };
+        let (mut mu_sq, mut delta) = (
+            mul_up(
+                full_free as f64,
+                mul_up(plan.chunk_unit.mu(), plan.chunk_unit.mu()),
+            ),
+            mul_up(full_free as f64, plan.chunk_unit.delta()),
+        );
+        if let (Some(l), true) = (last_shorter, last_free) {
+            mu_sq = add_up(mu_sq, mul_up(l.mu(), l.mu()));
+            delta = add_up(delta, l.delta());
+        }
+        (sqrt_up(mu_sq), delta)
     }
 
     pub(super) fn bytes(&self) -> usize {
@@ -228,6 +293,7 @@ impl RunProgress {
 
     pub(super) fn view(&self) -> RunView {
         let parse = |s: &Option<String>| s.as_deref().and_then(|t| serde_json::from_str(t).ok());
+        let (mu_to_finish, delta_to_finish) = self.to_finish();
         RunView {
             id: self.decl.run_id.clone().unwrap_or_default(),
             event: self.spec.event.clone(),
@@ -242,6 +308,12 @@ impl RunProgress {
             chunks_reserved: self.reserved,
             chunks_released: self.released,
             next_chunk: self.holders.iter().position(|h| *h == 0).map(|i| i as u64),
+            steps_taken: self.steps_taken,
+            mu_used: self.used.mu(),
+            delta_used: self.used.delta(),
+            mu_to_finish,
+            delta_to_finish,
+            warnings: self.spec.warnings.clone(),
             created_at: self.decl.created_at.clone(),
         }
     }

@@ -35,7 +35,9 @@ use super::input::{ChunkRequest, RunRequest, SettleKind, SettleRequest};
 use super::keys::{IdemKey, Operation};
 use super::principal::{Action, Actor};
 use super::rows::{budget_of, filter_of, now, relation_of, unchanged};
-use super::runs::{chunk_len, repeated, run_view, RunPlan, RunProgress, RunSpec, RunView};
+use super::runs::{
+    chunk_len, repeated, run_view, RunPlan, RunProgress, RunSpec, RunView, RunWarning,
+};
 use super::verdict::unit_delta;
 use super::views::ChargeOutcome;
 use super::write::{Plan, PlanFuture, Written};
@@ -59,8 +61,13 @@ async fn plan(
         super::rows::grid_step_of(row)?,
         budget_of(row)?,
     );
-    let (step, steps, chunk_steps, own) =
-        (req.event.clone(), req.steps, req.chunk_steps, req.delta);
+    let (step, steps, chunk_steps, own, tolerance) = (
+        req.event.clone(),
+        req.steps,
+        req.chunk_steps,
+        req.delta,
+        req.chunking_tolerance,
+    );
     let cost = super::admission::Cost::light_if(super::compute::analytic(&step, relation));
     blocking(admission, cost, move || {
         let path = JsonPath::root().field("event");
@@ -74,35 +81,21 @@ async fn plan(
                 &path,
             )?)
         };
-        let chunks = steps.div_ceil(chunk_steps);
-        let last = chunk_len(steps, chunk_steps, chunks - 1);
-        let certificates = ChunkCertificates {
-            full: candidates(chunk_steps)?,
-            shorter_last: if last == chunk_steps {
-                None
-            } else {
-                Some(candidates(last)?)
-            },
-            chunks,
+        let chunked = |chunk_steps: u64| -> Result<ChunkCertificates, LedgerError> {
+            let chunks = steps.div_ceil(chunk_steps);
+            let last = chunk_len(steps, chunk_steps, chunks - 1);
+            Ok(ChunkCertificates {
+                full: candidates(chunk_steps)?,
+                shorter_last: if last == chunk_steps {
+                    None
+                } else {
+                    Some(candidates(last)?)
+                },
+                chunks,
+            })
         };
-        // Each chunk as the gate would charge it were the run's chunks the only units on a fresh
-        // ledger of this budget (the gate chooses a unit's δ from the sums before it,
-        // `Gate::choose`); a chunk past the budget is counted with the gate's first candidate.
-        let mut gate = Gate::of(budget, FilterState::empty());
-        let (mut chunk_unit, mut last_chunk_unit) = (None, None);
-        for i in 0..chunks {
-            let unit = gate.choose(certificates.of(i)).1;
-            gate.state = gate.state.with(&unit);
-            if certificates.is_shorter(i) {
-                last_chunk_unit = Some(unit);
-            } else if chunk_unit.is_none() {
-                chunk_unit = Some(unit);
-            }
-        }
-        let s = gate.state;
-        // Chunk 0 is always a full chunk (the input keeps chunk_steps ≤ steps).
-        let chunk_unit = chunk_unit
-            .ok_or_else(|| internal("a run whose first chunk is shorter than chunk_steps"))?;
+        let certificates = chunked(chunk_steps)?;
+        let (chunk_unit, last_chunk_unit, s) = simulate(budget, &certificates)?;
         let base = crate::accountant::composition::Composition::new(relation, h);
         let whole = repeated(&step, steps)?;
         // Too large or unsupported as one unit is not an error of the run, only a figure less;
@@ -114,6 +107,51 @@ async fn plan(
             }
             Err(_) => None,
         };
+        // The price of chunking, against the run as one unit as the gate would certify it (one
+        // more certificate, of all the steps; computed only for a chunked run).
+        let mut warnings = Vec::new();
+        let one_unit = if certificates.chunks > 1 {
+            Some(simulate(budget, &chunked(steps)?)?.2.mu()).filter(|m| *m > 0.0)
+        } else {
+            None
+        };
+        if let Some(one) = one_unit {
+            let over = |mu: f64| mu / one - 1.0;
+            if over(s.mu()) > tolerance {
+                // Fewer chunks cost less (each chunk's certificate is looser than its share of
+                // the exact composition): halve their number until the price is within the
+                // tolerance, at most log₂(chunks) more plans.
+                // One unit (k = 1) costs nothing over itself: the search ends there at worst.
+                let mut k = certificates.chunks;
+                let suggested = loop {
+                    k = k.div_ceil(2);
+                    let c = steps.div_ceil(k);
+                    if k == 1 || over(simulate(budget, &chunked(c)?)?.2.mu()) <= tolerance {
+                        break c;
+                    }
+                };
+                warnings.push(RunWarning {
+                    code: "chunking_cost".into(),
+                    message: format!(
+                        "{} chunks of {chunk_steps} steps cost μ {:.6}, {:.1} % more than all {steps} \
+                         steps as one unit (μ {one:.6} as the gate certifies it; tolerance {:.1} %); {}",
+                        certificates.chunks,
+                        s.mu(),
+                        100.0 * over(s.mu()),
+                        100.0 * tolerance,
+                        if suggested < steps {
+                            format!("chunks of {suggested} steps cost at most the tolerance")
+                        } else {
+                            format!(
+                                "only one unit of {steps} steps does (reserved, it is refundable \
+                                 until its job starts)"
+                            )
+                        }
+                    ),
+                    suggested_chunk_steps: suggested,
+                });
+            }
+        }
         Ok(Planned {
             plan: RunPlan {
                 chunk_unit,
@@ -123,9 +161,35 @@ async fn plan(
                 run_mu_as_one_unit,
             },
             certificates,
+            warnings,
         })
     })
     .await
+}
+
+/// A run's chunks as the gate would charge them were they the only units on a fresh ledger of
+/// `budget` (the gate chooses a unit's δ from the sums before it, `Gate::choose`; a chunk past the
+/// budget is counted with the gate's first candidate): the first full chunk's certificate, the
+/// shorter last one's, and the filter's sums after all of them.
+fn simulate(
+    budget: crate::ledger::budget::Budget,
+    certificates: &ChunkCertificates,
+) -> Result<(Certificate, Option<Certificate>, FilterState), LedgerError> {
+    let mut gate = Gate::of(budget, FilterState::empty());
+    let (mut chunk_unit, mut last_chunk_unit) = (None, None);
+    for i in 0..certificates.chunks {
+        let unit = gate.choose(certificates.of(i)).1;
+        gate.state = gate.state.with(&unit);
+        if certificates.is_shorter(i) {
+            last_chunk_unit = Some(unit);
+        } else if chunk_unit.is_none() {
+            chunk_unit = Some(unit);
+        }
+    }
+    // Chunk 0 is always a full chunk (the input keeps chunk_steps ≤ steps).
+    let chunk_unit = chunk_unit
+        .ok_or_else(|| internal("a run whose first chunk is shorter than chunk_steps"))?;
+    Ok((chunk_unit, last_chunk_unit, gate.state))
 }
 
 /// [`plan`]'s answer.
@@ -133,6 +197,7 @@ async fn plan(
 struct Planned {
     plan: RunPlan,
     certificates: ChunkCertificates,
+    warnings: Vec<RunWarning>,
 }
 
 /// The certificates of a run's chunks: of a full chunk, and of a shorter last one.
@@ -245,6 +310,7 @@ impl Ledgers {
                     chunk_steps: req.chunk_steps,
                     delta: req.delta,
                     plan: current.1.plan,
+                    warnings: current.1.warnings.clone(),
                 };
                 let ts = now();
                 let mut entry = EntryRow {
@@ -304,6 +370,47 @@ impl Ledgers {
             view.metadata = None;
         }
         Ok(view)
+    }
+
+    /// Runs declared on dataset `id` after declaration `after` (a ledger seq), oldest first, each
+    /// with its progress (kept progress moved past the run's new entries, else read whole); the
+    /// next page's cursor when there may be more.
+    pub async fn list_runs(
+        &self,
+        actor: &Actor,
+        id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<(Vec<RunView>, Option<i64>), LedgerError> {
+        self.authorize(actor, id, Action::Read).await?;
+        self.row(id).await?;
+        let sees_all = self.sees_others(actor, id).await;
+        let decls = self
+            .store
+            .list_entries(id, Some("run"), after, limit + 1)
+            .await?;
+        let more = decls.len() as i64 > limit;
+        let mut items = Vec::with_capacity(decls.len().min(limit as usize));
+        for d in decls.iter().take(limit as usize) {
+            let Some(run_id) = d.run_id.as_deref() else {
+                return Err(LedgerError::Corrupt(
+                    id.to_owned(),
+                    format!("run entry {}", d.seq),
+                ));
+            };
+            let mut view = self.run_progress(id, run_id).await?.view();
+            // Another principal's metadata is its own (as in `get_run`).
+            if !sees_all && d.principal.as_deref() != Some(actor.principal.name.as_str()) {
+                view.metadata = None;
+            }
+            items.push(view);
+        }
+        let next = if more {
+            decls.get(limit as usize - 1).map(|d| d.seq)
+        } else {
+            None
+        };
+        Ok((items, next))
     }
 
     /// The progress of run `run_id` on dataset `id` now: the kept one moved past the run's entries
@@ -730,7 +837,8 @@ mod tests {
 
     fn charge(seq: i64, id: &str, chunk: i64, status: &str) -> EntryRow {
         entry(seq, "charge", |e| {
-            (e.charge_id, e.chunk, e.status) = (Some(id.into()), Some(chunk), Some(status.into()))
+            (e.charge_id, e.chunk, e.status) = (Some(id.into()), Some(chunk), Some(status.into()));
+            (e.unit_mu, e.unit_delta) = (Some(0.1), Some(0.0));
         })
     }
 
@@ -758,6 +866,7 @@ mod tests {
                 run_delta: 0.0,
                 run_mu_as_one_unit: None,
             },
+            warnings: Vec::new(),
         };
         let decl = entry(1, "run", |e| {
             e.event = Some(serde_json::to_string(&spec).unwrap())
@@ -812,6 +921,11 @@ mod tests {
                 ),
                 (2, 1, 1, Some(3))
             );
+            // Chunks 0, 1 and 2 held (μ 0.1 each), chunk 3 to come: √0.03 used, 0.1 to finish,
+            // each rounded up by at most a few ulps.
+            assert_eq!((v.steps_taken, v.delta_used), (30, 0.0));
+            assert!(v.mu_to_finish >= 0.1 && v.mu_to_finish < 0.1 * (1.0 + 1e-15));
+            assert!(v.mu_used >= 0.03f64.sqrt() && v.mu_used < 0.03f64.sqrt() * (1.0 + 1e-15));
             assert_eq!(p.seq, 8);
         }
     }

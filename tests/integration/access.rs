@@ -112,6 +112,33 @@ async fn ambiguous_credentials_and_names_are_refused() {
         )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{b}");
+    // One field to keep (issue 36): `bearer_token` is the only secret and the only field whose
+    // name says token; the rest is the token's description, flat, as `GET /v1/tokens` lists it.
+    let keys: Vec<&str> = b.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys.iter()
+            .filter(|k| k.contains("token") || k.contains("secret"))
+            .collect::<Vec<_>>(),
+        [&"bearer_token"],
+        "{b}"
+    );
+    let bearer = b["bearer_token"].as_str().unwrap();
+    assert!(bearer.starts_with("pl_") && bearer.len() == 67, "{b}");
+    assert_eq!(
+        (b["name"].as_str(), b["role"].as_str()),
+        (Some("data team"), Some("analyst"))
+    );
+    let (s, listed) = app.get("/v1/tokens").await;
+    assert_eq!(s, StatusCode::OK);
+    let mine = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == b["id"])
+        .unwrap();
+    let mut described = b.clone();
+    described.as_object_mut().unwrap().remove("bearer_token");
+    assert_eq!(mine, &described);
 }
 
 /// The stateless accountant costs CPU: role `none` without any grant gets 403 on every route of
@@ -819,7 +846,7 @@ async fn revocation_takes_effect_at_once_on_three_postgres_replicas() {
         .post("/v1/tokens", json!({"name": name, "role": "analyst"}))
         .await;
     assert_eq!(s, StatusCode::CREATED);
-    let bearer = format!("Bearer {}", made["secret"].as_str().unwrap());
+    let bearer = format!("Bearer {}", made["bearer_token"].as_str().unwrap());
     for r in &replicas {
         let (s, _) = r
             .call(
@@ -831,7 +858,7 @@ async fn revocation_takes_effect_at_once_on_three_postgres_replicas() {
             .await;
         assert_eq!(s, StatusCode::OK);
     }
-    let id = made["token"]["id"].as_str().unwrap();
+    let id = made["id"].as_str().unwrap();
     let since = (chrono::Utc::now() - chrono::Duration::seconds(5))
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let (s, _) = replicas[1]

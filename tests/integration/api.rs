@@ -138,7 +138,7 @@ impl TestApp {
             .post("/v1/tokens", json!({"name": name, "role": role}))
             .await;
         assert_eq!(s, StatusCode::CREATED, "{b}");
-        format!("Bearer {}", b["secret"].as_str().unwrap())
+        format!("Bearer {}", b["bearer_token"].as_str().unwrap())
     }
 
     pub async fn dataset(&self, id: &str, mu: f64) {

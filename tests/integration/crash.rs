@@ -94,13 +94,13 @@ pub fn cli_token_named(db: &str, name: &str) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .nth(1)
-        .unwrap()
-        .trim()
-        .to_owned()
+    let out = String::from_utf8(out.stdout).unwrap();
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.starts_with("bearer token (shown once, keep it): pl_"),
+        "{out}"
+    );
+    first.rsplit(' ').next().unwrap().to_owned()
 }
 
 pub struct Server {

@@ -213,6 +213,237 @@ async fn a_run_that_does_not_fit_is_refused_or_stopped_at_the_chunk_that_does_no
     );
 }
 
+/// A principal with a quota is refused a run that does not fit its share, even when the dataset's
+/// budget has room, and the refusal says so (issue 36).
+#[tokio::test]
+async fn a_run_that_does_not_fit_the_callers_quota_is_refused_naming_the_quota() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    let alice = app.bearer("alice", "analyst").await;
+    let (s, q) = app
+        .call(
+            "PUT",
+            "/v1/datasets/d/quotas/alice",
+            Some(&json!({"mu": 0.6, "delta": 0.0})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{q}");
+    // Chunks of μ = 0.4·√2: 0.32 ≤ 0.36 = 0.6² fits once, 0.64 does not.
+    let (s, b) = app
+        .call(
+            "POST",
+            "/v1/datasets/d/runs",
+            Some(&json!({"event": gdp(0.4), "steps": 4, "chunk_steps": 2})),
+            &[("authorization", &alice)],
+        )
+        .await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::CONFLICT, Some("run_does_not_fit")),
+        "{b}"
+    );
+    let d = &b["details"];
+    assert_eq!(
+        (d["chunks_that_fit"].as_u64(), d["steps_that_fit"].as_u64()),
+        (Some(1), Some(2)),
+        "{b}"
+    );
+    assert_eq!(d["refused_by"], "mu of alice's quota", "{b}");
+    assert_eq!(f(&d["remaining_mu"]), 0.6, "{b}");
+    // The admin, outside any quota, spends from the unallocated √(1 − 0.36) = 0.8: the same run
+    // (two chunks, √0.64 = 0.8) fits exactly.
+    let (s, b) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": gdp(0.4), "steps": 4, "chunk_steps": 2}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+}
+
+/// Runs are listed with their progress: chunks taken, steps taken, μ used (√Σμᵢ² of the chunks
+/// held) and μ the rest needs at the plan's certificates (closed forms: GDP chunks are certified
+/// exactly, μ = 0.1·√chunk_steps); a released chunk leaves both figures as they were before it.
+#[tokio::test]
+async fn runs_are_listed_with_their_progress() {
+    let app = spawn_app().await;
+    app.dataset("d", 3.0).await;
+    let (s, empty) = app.get("/v1/datasets/d/runs").await;
+    assert_eq!(s, StatusCode::OK, "{empty}");
+    assert_eq!(empty, json!({"items": [], "next_cursor": null}));
+    // 10 steps in chunks of 4: two chunks of μ 0.2 and a last one of μ 0.1·√2.
+    let (s, run) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": gdp(0.1), "steps": 10, "chunk_steps": 4, "label": "first"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    let close = |a: f64, b: f64| a >= b && a <= b * (1.0 + SUM_TOLERANCE) + 1e-300;
+    assert!(
+        close(f(&run["mu_to_finish"]), 0.1f64 * 10f64.sqrt()),
+        "{run}"
+    );
+    assert_eq!(
+        (f(&run["mu_used"]), run["steps_taken"].as_u64()),
+        (0.0, Some(0))
+    );
+    let (s, other) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": gdp(0.1), "steps": 3, "label": "second"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{other}");
+    let uri = format!("/v1/datasets/d/runs/{}/chunks", run["id"].as_str().unwrap());
+    assert_eq!(app.post(&uri, json!({})).await.0, StatusCode::CREATED);
+    let (s, reserved) = app.post(&uri, json!({"reserve": true})).await;
+    assert_eq!(s, StatusCode::CREATED, "{reserved}");
+    let (s, page) = app.get("/v1/datasets/d/runs").await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    let items = page["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{page}");
+    let first = &items[0];
+    assert_eq!(first["label"], "first", "{page}");
+    assert_eq!(
+        (
+            first["chunks_committed"].as_u64(),
+            first["chunks_reserved"].as_u64(),
+            first["steps_taken"].as_u64(),
+            first["next_chunk"].as_u64()
+        ),
+        (Some(1), Some(1), Some(8), Some(2)),
+        "{first}"
+    );
+    // Used: two chunks of μ 0.2 → √0.08; the rest: the last chunk, μ 0.1·√2.
+    assert!(close(f(&first["mu_used"]), 0.08f64.sqrt()), "{first}");
+    assert!(close(f(&first["mu_to_finish"]), 0.02f64.sqrt()), "{first}");
+    assert_eq!(items[1]["label"], "second", "{page}");
+    assert!(
+        close(f(&items[1]["mu_to_finish"]), 0.1f64 * 3f64.sqrt()),
+        "{page}"
+    );
+    // The listing agrees with the run's own view.
+    let (_, one) = app
+        .get(&format!(
+            "/v1/datasets/d/runs/{}",
+            run["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(&one, first);
+    // Releasing the reserved chunk gives its μ back to the rest of the run.
+    let rel = format!(
+        "/v1/datasets/d/charges/{}/release",
+        reserved["charge"]["id"].as_str().unwrap()
+    );
+    let (s, b) = app.post(&rel, json!({"outputs_released": false})).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (_, page) = app.get("/v1/datasets/d/runs?limit=1").await;
+    let first = &page["items"][0];
+    assert_eq!(
+        (
+            first["steps_taken"].as_u64(),
+            first["chunks_released"].as_u64()
+        ),
+        (Some(4), Some(1)),
+        "{first}"
+    );
+    assert!(close(f(&first["mu_used"]), 0.2), "{first}");
+    assert!(close(f(&first["mu_to_finish"]), 0.06f64.sqrt()), "{first}");
+    // Paginated: one run per page, then the second, then no cursor.
+    let cursor = page["next_cursor"].as_i64().expect("a next page");
+    let (_, page) = app
+        .get(&format!("/v1/datasets/d/runs?limit=1&after={cursor}"))
+        .await;
+    assert_eq!(page["items"][0]["label"], "second", "{page}");
+    let (_, page) = app
+        .get(&format!(
+            "/v1/datasets/d/runs?limit=1&after={}",
+            page["next_cursor"].as_i64().unwrap_or(i64::MAX)
+        ))
+        .await;
+    assert_eq!(page["items"], json!([]), "{page}");
+    assert_eq!(
+        app.get("/v1/datasets/d/runs?limit=101").await.1["details"]["path"],
+        "query.limit"
+    );
+}
+
+/// A run whose chunking costs more than the tolerance over one unit is declared with a warning
+/// that names a chunk size whose cost is within it; declared at that size, it carries none.
+#[tokio::test]
+async fn a_costly_chunking_is_warned_about_with_a_chunk_size_that_is_not() {
+    let app = spawn_app().await;
+    app.dataset("d", 3.0).await;
+    // 20 chunks of 500 steps of q = 0.01, σ = 1: each chunk certified at its δᵢ is loose, and 20
+    // of them cost μ 2.13 against 1.38 for the 10,000 steps as one unit (+55 %). Halving the
+    // number of chunks: 10, 5 and 3 still cost more than 5 %, 2 chunks of 5,000 steps do not.
+    let decl = json!({"event": sgd_step(0.01, 1.0), "steps": 10_000, "chunk_steps": 500});
+    let (s, run) = app.post("/v1/datasets/d/runs", decl.clone()).await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    let w = &run["warnings"][0];
+    assert_eq!(w["code"], "chunking_cost", "{run}");
+    assert_eq!(w["suggested_chunk_steps"].as_u64(), Some(5000), "{run}");
+    let message = w["message"].as_str().unwrap();
+    assert!(
+        message.contains("20 chunks of 500 steps") && message.contains("chunks of 5000 steps"),
+        "{run}"
+    );
+    let mut better = decl.clone();
+    better["chunk_steps"] = json!(5000);
+    let (s, better) = app.post("/v1/datasets/d/runs", better).await;
+    assert_eq!(s, StatusCode::CREATED, "{better}");
+    assert_eq!(better["warnings"], json!([]), "{better}");
+    assert!(f(&better["run_mu"]) < f(&run["run_mu"]), "{better}");
+    // Where no chunking is within the tolerance, one unit is what is suggested.
+    let (s, run) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": sgd_step(0.01, 1.0), "steps": 1000, "chunk_steps": 100}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    assert_eq!(
+        run["warnings"][0]["suggested_chunk_steps"].as_u64(),
+        Some(1000),
+        "{run}"
+    );
+    assert!(
+        run["warnings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only one unit of 1000 steps"),
+        "{run}"
+    );
+    // A stated tolerance: the first run's price is accepted without a word; out of range is 422.
+    let mut lenient = decl.clone();
+    lenient["chunking_tolerance"] = json!(10.0);
+    let (s, run) = app.post("/v1/datasets/d/runs", lenient).await;
+    assert_eq!(
+        (s, &run["warnings"]),
+        (StatusCode::CREATED, &json!([])),
+        "{run}"
+    );
+    let mut bad = decl.clone();
+    bad["chunking_tolerance"] = json!(-0.1);
+    let (s, b) = app.post("/v1/datasets/d/runs", bad).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert_eq!(b["details"]["path"], "$.chunking_tolerance", "{b}");
+    // GDP steps compose exactly in any chunking: no warning.
+    let (s, run) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": gdp(0.01), "steps": 1000, "chunk_steps": 1}),
+        )
+        .await;
+    assert_eq!(
+        (s, &run["warnings"]),
+        (StatusCode::CREATED, &json!([])),
+        "{run}"
+    );
+}
+
 #[tokio::test]
 async fn reserved_units_count_until_released_and_a_release_refunds_them() {
     let app = spawn_app().await;

@@ -133,9 +133,9 @@ async fn a_revoked_token_signs_the_dashboard_out() {
         .post("/v1/tokens", json!({"name": "dora", "role": "auditor"}))
         .await;
     assert_eq!(s, StatusCode::CREATED);
-    let cookie = session(&app, t["secret"].as_str().unwrap()).await;
+    let cookie = session(&app, t["bearer_token"].as_str().unwrap()).await;
     assert_eq!(page(&app, &cookie, "/ui").await.0, StatusCode::OK);
-    let id = t["token"]["id"].as_str().unwrap();
+    let id = t["id"].as_str().unwrap();
     let (s, _) = app
         .call("DELETE", &format!("/v1/tokens/{id}"), None, &[])
         .await;
@@ -212,7 +212,7 @@ async fn a_token_keeps_a_bounded_number_of_sessions() {
         .post("/v1/tokens", json!({"name": "erin", "role": "auditor"}))
         .await;
     assert_eq!(s, StatusCode::CREATED, "{t}");
-    let secret = t["secret"].as_str().unwrap().to_owned();
+    let secret = t["bearer_token"].as_str().unwrap().to_owned();
     // At most 32 sessions per token: the oldest goes when a 33rd is opened.
     let first = session(&app, &secret).await;
     for _ in 0..31 {
