@@ -359,13 +359,10 @@ impl Ledgers {
     ) -> Result<RunView, LedgerError> {
         self.authorize(actor, id, Action::Read).await?;
         self.row(id).await?;
-        let entries = self.store.list_run(id, run_id, 0).await?;
-        if entries.first().map(|e| e.kind.as_str()) != Some("run") {
-            return Err(LedgerError::RunNotFound(run_id.to_owned()));
-        }
-        let mut view = run_view(&entries, id)?;
+        let progress = self.run_progress(id, run_id).await?;
+        let mut view = progress.view();
         // Another principal's metadata is its own (as in listings): admins and auditors see it.
-        let own = entries[0].principal.as_deref() == Some(actor.principal.name.as_str());
+        let own = progress.decl.principal.as_deref() == Some(actor.principal.name.as_str());
         if !own && !self.sees_others(actor, id).await {
             view.metadata = None;
         }
