@@ -1,0 +1,622 @@
+"""The clients: :class:`Ledger` (sync) and :class:`AsyncLedger` (asyncio), over httpx."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import TracebackType
+from typing import Any, AsyncIterator, Iterator, Mapping
+
+import httpx
+
+from . import events as ev
+from ._transport import (
+    RETRIED_STATUSES,
+    Call,
+    RetryPolicy,
+    answer,
+    config,
+    connection_failed,
+    retry_after,
+    seg,
+)
+from .errors import ChunkMismatch, RunComplete
+from .models import Charge, Chunk, Dataset, RunInfo, Token
+
+
+def _dataset_body(
+    id: str, mu: float, delta: float | None, description: str | None, extra: Mapping[str, Any]
+) -> dict[str, Any]:
+    budget: dict[str, Any] = {"mu": mu}
+    if delta is not None:
+        budget["delta"] = delta
+    body: dict[str, Any] = {"id": id, "budget": budget, **extra}
+    if description is not None:
+        body["description"] = description
+    return body
+
+
+def _unit_body(
+    event: ev.EventLike,
+    delta: float | None,
+    label: str | None,
+    metadata: Mapping[str, Any] | None,
+    reserve: bool = False,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"event": ev.to_json(event)}
+    if delta is not None:
+        body["delta"] = delta
+    if label is not None:
+        body["label"] = label
+    if metadata is not None:
+        body["metadata"] = dict(metadata)
+    if reserve:
+        body["reserve"] = True
+    return body
+
+
+def _run_body(
+    event: ev.EventLike,
+    steps: int,
+    chunk_steps: int | None,
+    delta: float | None,
+    allow_partial: bool,
+    chunking_tolerance: float | None,
+    label: str | None,
+    metadata: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    body = _unit_body(event, delta, label, metadata)
+    body["steps"] = steps
+    if chunk_steps is not None:
+        body["chunk_steps"] = chunk_steps
+    if allow_partial:
+        body["allow_partial"] = True
+    if chunking_tolerance is not None:
+        body["chunking_tolerance"] = chunking_tolerance
+    return body
+
+
+def _chunk(info: RunInfo, index: int, body: dict[str, Any]) -> Chunk:
+    first = index * info.chunk_steps
+    return Chunk(
+        index=index,
+        first_step=first,
+        steps=min(info.chunk_steps, info.steps - first),
+        charge=Charge.of(body),
+    )
+
+
+class Ledger:
+    """A client of one privacy-ledger service (sync).
+
+    ``url`` and ``token`` default to ``PRIVACY_LEDGER_URL`` and ``PRIVACY_LEDGER_TOKEN``. Every
+    non-2xx answer raises (:mod:`privacy_ledger.errors`); 408, 429, 503 and connection failures
+    are retried per ``retry`` with the same Idempotency-Key."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy = RetryPolicy(),
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        base, tok = config(url, token)
+        self.retry = retry
+        self._http = httpx.Client(
+            base_url=base,
+            headers={"Authorization": f"Bearer {tok}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                r = self._http.request(
+                    call.method, call.path, json=call.body, params=call.params, headers=call.headers()
+                )
+            except httpx.TransportError as e:
+                wait = self.retry.wait(attempt, None)
+                if wait is None:
+                    raise connection_failed(call, e) from e
+                time.sleep(wait)
+                continue
+            if r.status_code in RETRIED_STATUSES:
+                wait = self.retry.wait(attempt, retry_after(r))
+                if wait is not None:
+                    time.sleep(wait)
+                    continue
+            return answer(r)
+
+    # Datasets -------------------------------------------------------------------------------
+
+    def create_dataset(
+        self,
+        id: str,
+        *,
+        mu: float,
+        delta: float | None = None,
+        description: str | None = None,
+        idempotency_key: str | None = None,
+        **extra: Any,
+    ) -> Dataset:
+        """Make a dataset with a μ-GDP budget (``delta``: the budget's δ_B)."""
+        body = _dataset_body(id, mu, delta, description, extra)
+        return Dataset.of(self._send(Call.post("/v1/datasets", body, idempotency_key)))
+
+    def dataset(self, id: str) -> Dataset:
+        return Dataset.of(self._send(Call("GET", f"/v1/datasets/{seg(id)}")))
+
+    def datasets(self) -> list[Dataset]:
+        """Every dataset the token may read (all pages)."""
+        out: list[Dataset] = []
+        after: str | None = None
+        while True:
+            params: dict[str, str | int] = {"limit": 100}
+            if after is not None:
+                params["cursor"] = after
+            page = self._send(Call("GET", "/v1/datasets", params=params))
+            out += [Dataset.of(d) for d in page.get("items", [])]
+            after = page.get("next_cursor")
+            if after is None:
+                return out
+
+    def report(self, dataset: str) -> dict[str, Any]:
+        """What was spent, in every term (μ, ε(δ), f(α), attack risk)."""
+        out: dict[str, Any] = self._send(Call("GET", f"/v1/datasets/{seg(dataset)}/report"))
+        return out
+
+    # Units ----------------------------------------------------------------------------------
+
+    def charge(
+        self,
+        dataset: str,
+        event: ev.EventLike,
+        *,
+        delta: float | None = None,
+        label: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Charge:
+        """Charge one unit; :class:`~privacy_ledger.errors.BudgetExceeded` when it does not fit."""
+        body = _unit_body(event, delta, label, metadata)
+        path = f"/v1/datasets/{seg(dataset)}/charges"
+        return Charge.of(self._send(Call.post(path, body, idempotency_key)))
+
+    def preview(self, dataset: str, event: ev.EventLike, *, delta: float | None = None) -> dict[str, Any]:
+        """What the charge would do; nothing is written."""
+        path = f"/v1/datasets/{seg(dataset)}/charges/preview"
+        out: dict[str, Any] = self._send(Call("POST", path, _unit_body(event, delta, None, None)))
+        return out
+
+    def reserve(
+        self,
+        dataset: str,
+        event: ev.EventLike,
+        *,
+        outputs_seen: bool = True,
+        delta: float | None = None,
+        label: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> "Reservation":
+        """Reserve a unit (the gate admits it now; :class:`BudgetExceeded` when it does not
+        fit). As a context manager it commits on success; when the body raises, it is released
+        only if the caller passed ``outputs_seen=False`` and never called ``start()``, and
+        committed otherwise."""
+        body = _unit_body(event, delta, label, metadata, reserve=True)
+        path = f"/v1/datasets/{seg(dataset)}/charges"
+        charge = Charge.of(self._send(Call.post(path, body, idempotency_key)))
+        return Reservation(self, dataset, charge, outputs_seen)
+
+    def _settle(self, dataset: str, charge_id: str, how: str, body: dict[str, Any]) -> dict[str, Any]:
+        path = f"/v1/datasets/{seg(dataset)}/charges/{seg(charge_id)}/{how}"
+        out: dict[str, Any] = self._send(Call.post(path, body))
+        return out
+
+    # Runs -----------------------------------------------------------------------------------
+
+    def run(
+        self,
+        dataset: str,
+        event: ev.EventLike,
+        steps: int,
+        chunk_steps: int | None = None,
+        *,
+        delta: float | None = None,
+        allow_partial: bool = False,
+        chunking_tolerance: float | None = None,
+        label: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> "Run":
+        """Declare a run of ``steps`` steps of ``event`` in chunks of ``chunk_steps``; nothing
+        is charged. :class:`RunDoesNotFit` unless every chunk fits now (or ``allow_partial``).
+        Iterate it: each chunk is asked of the gate before it is yielded."""
+        body = _run_body(
+            event, steps, chunk_steps, delta, allow_partial, chunking_tolerance, label, metadata
+        )
+        path = f"/v1/datasets/{seg(dataset)}/runs"
+        return Run(self, dataset, RunInfo.of(self._send(Call.post(path, body, idempotency_key))))
+
+    def resume_run(self, dataset: str, run_id: str) -> "Run":
+        """A declared run, to go on from its next chunk."""
+        return Run(self, dataset, self._run_info(dataset, run_id))
+
+    def _run_info(self, dataset: str, run_id: str) -> RunInfo:
+        return RunInfo.of(self._send(Call("GET", f"/v1/datasets/{seg(dataset)}/runs/{seg(run_id)}")))
+
+    def runs(self, dataset: str) -> Iterator[RunInfo]:
+        """The dataset's runs with their progress, oldest first (every page)."""
+        after: int | None = None
+        while True:
+            params: dict[str, str | int] = {"limit": 100}
+            if after is not None:
+                params["after"] = after
+            page = self._send(Call("GET", f"/v1/datasets/{seg(dataset)}/runs", params=params))
+            yield from (RunInfo.of(r) for r in page.get("items", []))
+            after = page.get("next_cursor")
+            if after is None:
+                return
+
+    def _take(self, dataset: str, info: RunInfo, index: int) -> dict[str, Any]:
+        path = f"/v1/datasets/{seg(dataset)}/runs/{seg(info.id)}/chunks"
+        out: dict[str, Any] = self._send(Call.post(path, {"chunk": index}))
+        return out
+
+    # Stateless ------------------------------------------------------------------------------
+
+    def compose(self, *events: ev.EventLike, deltas: list[float] | None = None) -> dict[str, Any]:
+        """The exact composition of ``events`` (nothing is charged)."""
+        body: dict[str, Any] = {"events": ev.events_json(events)}
+        if deltas is not None:
+            body["deltas"] = deltas
+        out: dict[str, Any] = self._send(Call("POST", "/v1/accountant/compose", body))
+        return out
+
+    def create_token(
+        self, name: str, role: str, *, expires_in_days: int | None = None
+    ) -> Token:
+        """Make a token (global admins); keep its ``bearer_token``, shown once."""
+        body: dict[str, Any] = {"name": name, "role": role}
+        if expires_in_days is not None:
+            body["expires_in_days"] = expires_in_days
+        return Token.of(self._send(Call.post("/v1/tokens", body)))
+
+
+class Run:
+    """A declared run. ``for chunk in run:`` asks the gate for each chunk before yielding it; a
+    refusal raises :class:`BudgetExceeded` there, before the chunk's work. Stopping the loop
+    early charges nothing more."""
+
+    def __init__(self, ledger: Ledger, dataset: str, info: RunInfo) -> None:
+        self._ledger, self.dataset, self.info = ledger, dataset, info
+        self._next = info.next_chunk
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    def refresh(self) -> RunInfo:
+        """The run's progress as the service has it now."""
+        self.info = self._ledger._run_info(self.dataset, self.id)
+        self._next = self.info.next_chunk
+        return self.info
+
+    def next_chunk(self) -> Chunk | None:
+        """Take the next chunk (None when every chunk is taken)."""
+        for _ in range(2):
+            if self._next is None:
+                return None
+            i = self._next
+            try:
+                body = self._ledger._take(self.dataset, self.info, i)
+            except RunComplete:
+                self._next = None
+                return None
+            except ChunkMismatch:
+                # Taken elsewhere (another process resumed this run): go on from the service's.
+                self.refresh()
+                continue
+            self._next = i + 1 if i + 1 < self.info.chunks else None
+            return _chunk(self.info, i, body)
+        return None
+
+    def __iter__(self) -> Iterator[Chunk]:
+        while (c := self.next_chunk()) is not None:
+            yield c
+
+
+class Reservation:
+    """A reserved unit. ``start()`` before its job reads the data; then it can only be
+    committed. Used with ``with``: committed on success; when the body raises, released only
+    if ``outputs_seen=False`` was passed and it was not started, else committed."""
+
+    def __init__(self, ledger: Ledger, dataset: str, charge: Charge, outputs_seen: bool) -> None:
+        self._ledger, self.dataset, self.charge = ledger, dataset, charge
+        self._outputs_seen = outputs_seen
+        self.started = False
+        self.settled: str | None = None
+
+    def start(self) -> None:
+        self._ledger._settle(self.dataset, self.charge.id, "start", {})
+        self.started = True
+
+    def commit(self) -> None:
+        self._ledger._settle(self.dataset, self.charge.id, "commit", {})
+        self.settled = "committed"
+
+    def release(self, *, outputs_seen: bool) -> dict[str, Any]:
+        """Refund the unit. Only with ``outputs_seen=False``: its job never read the data and
+        nothing computed from it was seen by anyone or any process."""
+        if outputs_seen:
+            raise ValueError("a unit whose outputs were seen cannot be released: commit it")
+        out = self._ledger._settle(self.dataset, self.charge.id, "release", {"outputs_released": False})
+        self.settled = "released"
+        return out
+
+    def __enter__(self) -> "Reservation":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.settled is not None:
+            return
+        if exc_type is not None and self._outputs_seen is False and not self.started:
+            self.release(outputs_seen=False)
+        else:
+            self.commit()
+
+
+class AsyncLedger:
+    """:class:`Ledger` for asyncio: the same methods, awaited."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy = RetryPolicy(),
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        base, tok = config(url, token)
+        self.retry = retry
+        self._http = httpx.AsyncClient(
+            base_url=base,
+            headers={"Authorization": f"Bearer {tok}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "AsyncLedger":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _send(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                r = await self._http.request(
+                    call.method, call.path, json=call.body, params=call.params, headers=call.headers()
+                )
+            except httpx.TransportError as e:
+                wait = self.retry.wait(attempt, None)
+                if wait is None:
+                    raise connection_failed(call, e) from e
+                await asyncio.sleep(wait)
+                continue
+            if r.status_code in RETRIED_STATUSES:
+                wait = self.retry.wait(attempt, retry_after(r))
+                if wait is not None:
+                    await asyncio.sleep(wait)
+                    continue
+            return answer(r)
+
+    async def create_dataset(
+        self,
+        id: str,
+        *,
+        mu: float,
+        delta: float | None = None,
+        description: str | None = None,
+        idempotency_key: str | None = None,
+        **extra: Any,
+    ) -> Dataset:
+        body = _dataset_body(id, mu, delta, description, extra)
+        return Dataset.of(await self._send(Call.post("/v1/datasets", body, idempotency_key)))
+
+    async def dataset(self, id: str) -> Dataset:
+        return Dataset.of(await self._send(Call("GET", f"/v1/datasets/{seg(id)}")))
+
+    async def report(self, dataset: str) -> dict[str, Any]:
+        out: dict[str, Any] = await self._send(Call("GET", f"/v1/datasets/{seg(dataset)}/report"))
+        return out
+
+    async def charge(
+        self,
+        dataset: str,
+        event: ev.EventLike,
+        *,
+        delta: float | None = None,
+        label: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Charge:
+        body = _unit_body(event, delta, label, metadata)
+        path = f"/v1/datasets/{seg(dataset)}/charges"
+        return Charge.of(await self._send(Call.post(path, body, idempotency_key)))
+
+    async def reserve(
+        self,
+        dataset: str,
+        event: ev.EventLike,
+        *,
+        outputs_seen: bool = True,
+        delta: float | None = None,
+        label: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> "AsyncReservation":
+        body = _unit_body(event, delta, label, metadata, reserve=True)
+        path = f"/v1/datasets/{seg(dataset)}/charges"
+        charge = Charge.of(await self._send(Call.post(path, body, idempotency_key)))
+        return AsyncReservation(self, dataset, charge, outputs_seen)
+
+    async def _settle(self, dataset: str, charge_id: str, how: str, body: dict[str, Any]) -> dict[str, Any]:
+        path = f"/v1/datasets/{seg(dataset)}/charges/{seg(charge_id)}/{how}"
+        out: dict[str, Any] = await self._send(Call.post(path, body))
+        return out
+
+    async def run(
+        self,
+        dataset: str,
+        event: ev.EventLike,
+        steps: int,
+        chunk_steps: int | None = None,
+        *,
+        delta: float | None = None,
+        allow_partial: bool = False,
+        chunking_tolerance: float | None = None,
+        label: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> "AsyncRun":
+        body = _run_body(
+            event, steps, chunk_steps, delta, allow_partial, chunking_tolerance, label, metadata
+        )
+        path = f"/v1/datasets/{seg(dataset)}/runs"
+        info = RunInfo.of(await self._send(Call.post(path, body, idempotency_key)))
+        return AsyncRun(self, dataset, info)
+
+    async def resume_run(self, dataset: str, run_id: str) -> "AsyncRun":
+        return AsyncRun(self, dataset, await self._run_info(dataset, run_id))
+
+    async def _run_info(self, dataset: str, run_id: str) -> RunInfo:
+        path = f"/v1/datasets/{seg(dataset)}/runs/{seg(run_id)}"
+        return RunInfo.of(await self._send(Call("GET", path)))
+
+    async def runs(self, dataset: str) -> AsyncIterator[RunInfo]:
+        after: int | None = None
+        while True:
+            params: dict[str, str | int] = {"limit": 100}
+            if after is not None:
+                params["after"] = after
+            page = await self._send(Call("GET", f"/v1/datasets/{seg(dataset)}/runs", params=params))
+            for r in page.get("items", []):
+                yield RunInfo.of(r)
+            after = page.get("next_cursor")
+            if after is None:
+                return
+
+    async def _take(self, dataset: str, info: RunInfo, index: int) -> dict[str, Any]:
+        path = f"/v1/datasets/{seg(dataset)}/runs/{seg(info.id)}/chunks"
+        out: dict[str, Any] = await self._send(Call.post(path, {"chunk": index}))
+        return out
+
+
+class AsyncRun:
+    """:class:`Run` for asyncio: ``async for chunk in run``."""
+
+    def __init__(self, ledger: AsyncLedger, dataset: str, info: RunInfo) -> None:
+        self._ledger, self.dataset, self.info = ledger, dataset, info
+        self._next = info.next_chunk
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    async def refresh(self) -> RunInfo:
+        self.info = await self._ledger._run_info(self.dataset, self.id)
+        self._next = self.info.next_chunk
+        return self.info
+
+    async def next_chunk(self) -> Chunk | None:
+        for _ in range(2):
+            if self._next is None:
+                return None
+            i = self._next
+            try:
+                body = await self._ledger._take(self.dataset, self.info, i)
+            except RunComplete:
+                self._next = None
+                return None
+            except ChunkMismatch:
+                await self.refresh()
+                continue
+            self._next = i + 1 if i + 1 < self.info.chunks else None
+            return _chunk(self.info, i, body)
+        return None
+
+    def __aiter__(self) -> AsyncIterator[Chunk]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator[Chunk]:
+        while (c := await self.next_chunk()) is not None:
+            yield c
+
+
+class AsyncReservation:
+    """:class:`Reservation` for asyncio: ``async with``."""
+
+    def __init__(self, ledger: AsyncLedger, dataset: str, charge: Charge, outputs_seen: bool) -> None:
+        self._ledger, self.dataset, self.charge = ledger, dataset, charge
+        self._outputs_seen = outputs_seen
+        self.started = False
+        self.settled: str | None = None
+
+    async def start(self) -> None:
+        await self._ledger._settle(self.dataset, self.charge.id, "start", {})
+        self.started = True
+
+    async def commit(self) -> None:
+        await self._ledger._settle(self.dataset, self.charge.id, "commit", {})
+        self.settled = "committed"
+
+    async def release(self, *, outputs_seen: bool) -> dict[str, Any]:
+        if outputs_seen:
+            raise ValueError("a unit whose outputs were seen cannot be released: commit it")
+        out = await self._ledger._settle(
+            self.dataset, self.charge.id, "release", {"outputs_released": False}
+        )
+        self.settled = "released"
+        return out
+
+    async def __aenter__(self) -> "AsyncReservation":
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.settled is not None:
+            return
+        if exc_type is not None and self._outputs_seen is False and not self.started:
+            await self.release(outputs_seen=False)
+        else:
+            await self.commit()

@@ -1,0 +1,176 @@
+"""The service's answers as typed, frozen objects; ``raw`` keeps the whole JSON answer (fields
+added by newer services included)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+def _f(d: Mapping[str, Any], k: str) -> float | None:
+    v = d.get(k)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _i(d: Mapping[str, Any], k: str) -> int | None:
+    v = d.get(k)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _s(d: Mapping[str, Any], k: str) -> str | None:
+    v = d.get(k)
+    return v if isinstance(v, str) else None
+
+
+def _d(d: Mapping[str, Any], k: str) -> dict[str, Any]:
+    v = d.get(k)
+    return v if isinstance(v, dict) else {}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset's ledger: its μ-GDP budget (μ_B, δ_B), what is spent and what is left."""
+
+    id: str
+    budget_mu: float
+    budget_delta: float
+    mu_spent: float
+    delta_spent: float
+    remaining_mu: float
+    remaining_delta: float
+    units: int
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> "Dataset":
+        b = _d(d, "budget")
+        return cls(
+            id=_s(d, "id") or "",
+            budget_mu=_f(b, "mu") or 0.0,
+            budget_delta=_f(b, "delta") or 0.0,
+            mu_spent=_f(d, "mu_spent") or 0.0,
+            delta_spent=_f(d, "delta_spent") or 0.0,
+            remaining_mu=_f(d, "remaining_mu") or 0.0,
+            remaining_delta=_f(d, "remaining_delta") or 0.0,
+            units=_i(d, "units") or 0,
+            raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A unit the gate admitted: its id, status (``committed``, ``reserved``, ``started``,
+    ``released``), certificate (μᵢ, δᵢ) and the dataset's μ after it."""
+
+    id: str
+    status: str
+    unit_mu: float | None
+    unit_delta: float | None
+    mu_after: float | None
+    run_id: str | None
+    chunk: int | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> "Charge":
+        c = _d(body, "charge") if "charge" in body else body
+        u = _d(c, "unit")
+        return cls(
+            id=_s(c, "id") or "",
+            status=_s(c, "status") or "committed",
+            unit_mu=_f(u, "mu"),
+            unit_delta=_f(u, "delta"),
+            mu_after=_f(c, "mu_after"),
+            run_id=_s(c, "run_id"),
+            chunk=_i(c, "chunk"),
+            raw=body,
+        )
+
+
+@dataclass(frozen=True)
+class RunWarning:
+    """Something the declaration found worth saying (``chunking_cost``)."""
+
+    code: str
+    message: str
+    suggested_chunk_steps: int | None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A declared run: its plan and its progress."""
+
+    id: str
+    steps: int
+    chunk_steps: int
+    chunks: int
+    next_chunk: int | None
+    steps_taken: int
+    run_mu: float
+    run_mu_as_one_unit: float | None
+    chunk_mu: float | None
+    mu_used: float
+    mu_to_finish: float
+    warnings: tuple[RunWarning, ...]
+    label: str | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> "RunInfo":
+        ws = d.get("warnings")
+        return cls(
+            id=_s(d, "id") or "",
+            steps=_i(d, "steps") or 0,
+            chunk_steps=_i(d, "chunk_steps") or 0,
+            chunks=_i(d, "chunks") or 0,
+            next_chunk=_i(d, "next_chunk"),
+            steps_taken=_i(d, "steps_taken") or 0,
+            run_mu=_f(d, "run_mu") or 0.0,
+            run_mu_as_one_unit=_f(d, "run_mu_as_one_unit"),
+            chunk_mu=_f(_d(d, "chunk_unit"), "mu"),
+            mu_used=_f(d, "mu_used") or 0.0,
+            mu_to_finish=_f(d, "mu_to_finish") or 0.0,
+            warnings=tuple(
+                RunWarning(
+                    code=_s(w, "code") or "",
+                    message=_s(w, "message") or "",
+                    suggested_chunk_steps=_i(w, "suggested_chunk_steps"),
+                )
+                for w in (ws if isinstance(ws, list) else [])
+                if isinstance(w, dict)
+            ),
+            label=_s(d, "label"),
+            raw=d,
+        )
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A chunk of a run the gate admitted: train on steps ``first_step`` …
+    ``first_step + steps − 1`` now."""
+
+    index: int
+    first_step: int
+    steps: int
+    charge: Charge
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token just made. ``bearer_token`` is the one thing to keep (shown once)."""
+
+    bearer_token: str
+    id: str
+    name: str
+    role: str
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> "Token":
+        return cls(
+            bearer_token=_s(d, "bearer_token") or "",
+            id=_s(d, "id") or "",
+            name=_s(d, "name") or "",
+            role=_s(d, "role") or "",
+            raw=d,
+        )

@@ -1,0 +1,171 @@
+"""Against a real service (run.sh starts one and sets PRIVACY_LEDGER_URL / PRIVACY_LEDGER_TOKEN;
+without them these tests are skipped, and say so)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import uuid
+
+import pytest
+
+from privacy_ledger import (
+    AsyncLedger,
+    BudgetExceeded,
+    Forbidden,
+    Ledger,
+    NotFound,
+    RunDoesNotFit,
+    Unauthorized,
+    events,
+)
+
+pytestmark = pytest.mark.skipif(
+    not (os.environ.get("PRIVACY_LEDGER_URL") and os.environ.get("PRIVACY_LEDGER_TOKEN")),
+    reason="no service: set PRIVACY_LEDGER_URL and PRIVACY_LEDGER_TOKEN (clients/python/run.sh does)",
+)
+
+#: The service rounds its sums up by a few ulps; closed forms here are of a few doubles.
+SUM_TOLERANCE = 1e-12
+
+
+def fresh(ledger: Ledger, mu: float) -> str:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    ledger.create_dataset(name, mu=mu)
+    return name
+
+
+@pytest.fixture
+def ledger() -> Ledger:
+    return Ledger()
+
+
+def test_charges_until_the_gate_refuses_and_the_refusal_raises(ledger: Ledger) -> None:
+    d = fresh(ledger, 1.0)
+    # GDP units compose exactly: 0.6² + 0.6² + 0.6² > 1 ≥ 0.6² + 0.6².
+    ledger.charge(d, events.Gdp(0.6))
+    ledger.charge(d, events.Gdp(0.6))
+    with pytest.raises(BudgetExceeded) as e:
+        ledger.charge(d, events.Gdp(0.6))
+    left = math.sqrt(1 - 0.72)
+    assert e.value.remaining_mu is not None and abs(e.value.remaining_mu - left) < 1e-9
+    assert e.value.request_id and e.value.unit_mu == 0.6
+    assert ledger.dataset(d).units == 2
+
+
+def test_errors_name_what_is_wrong(ledger: Ledger) -> None:
+    with pytest.raises(NotFound):
+        ledger.dataset(f"missing-{uuid.uuid4().hex[:6]}")
+    d = fresh(ledger, 1.0)
+    with pytest.raises(Exception) as e:
+        ledger.charge(d, events.Gaussian(noise_multiplier=-1.0))
+    assert getattr(e.value, "field", None) == "$.event.noise_multiplier"
+    with pytest.raises(Unauthorized):
+        Ledger(token="pl_" + "0" * 64).dataset(d)
+
+
+def test_a_token_has_one_field_to_keep_and_a_reader_cannot_spend(ledger: Ledger) -> None:
+    d = fresh(ledger, 1.0)
+    t = ledger.create_token(f"reader-{uuid.uuid4().hex[:6]}", "auditor")
+    assert t.bearer_token.startswith("pl_") and len(t.bearer_token) == 67
+    reader = Ledger(token=t.bearer_token)
+    assert reader.dataset(d).id == d
+    with pytest.raises(Forbidden):
+        reader.charge(d, events.Gdp(0.1))
+
+
+def test_a_run_that_cannot_finish_is_refused_at_declaration(ledger: Ledger) -> None:
+    d = fresh(ledger, 1.0)
+    # Chunks of μ 0.4·√2: three fit (3 · 0.32 ≤ 1), five are declared.
+    with pytest.raises(RunDoesNotFit) as e:
+        ledger.run(d, events.Gdp(0.4), steps=10, chunk_steps=2)
+    assert (e.value.chunks_that_fit, e.value.steps_that_fit) == (3, 6)
+    assert e.value.refused_by == "mu of the dataset's budget"
+    assert list(ledger.runs(d)) == []
+
+
+def test_a_run_iterates_its_chunks_and_the_ledger_holds_its_plan(ledger: Ledger) -> None:
+    d = fresh(ledger, 2.0)
+    run = ledger.run(d, events.Gdp(0.1), steps=10, chunk_steps=4, label="sdk")
+    chunks = [(c.index, c.first_step, c.steps) for c in run]
+    assert chunks == [(0, 0, 4), (1, 4, 4), (2, 8, 2)]
+    info = run.refresh()
+    assert info.next_chunk is None and info.steps_taken == 10 and info.mu_to_finish == 0.0
+    # Σμᵢ² = 0.04 + 0.04 + 0.02 = 0.1 = 10 · 0.1²: the run costs √10 · 0.1, as its plan said.
+    spent = ledger.dataset(d).mu_spent
+    assert math.sqrt(0.1) <= spent <= math.sqrt(0.1) * (1 + SUM_TOLERANCE)
+    assert abs(info.run_mu - spent) <= spent * SUM_TOLERANCE
+    assert abs(info.mu_used - spent) <= spent * SUM_TOLERANCE
+    [listed] = list(ledger.runs(d))
+    assert listed.id == run.id and listed.label == "sdk"
+
+
+def test_a_partial_run_stops_with_budget_exceeded_before_the_chunk(ledger: Ledger) -> None:
+    d = fresh(ledger, 1.0)
+    run = ledger.run(d, events.Gdp(0.4), steps=10, chunk_steps=2, allow_partial=True)
+    trained: list[int] = []
+    with pytest.raises(BudgetExceeded):
+        for chunk in run:
+            trained.append(chunk.index)
+    assert trained == [0, 1, 2]
+    assert ledger.dataset(d).units == 3
+
+
+def test_a_costly_chunking_is_warned_about(ledger: Ledger) -> None:
+    d = fresh(ledger, 10.0)
+    step = events.PoissonSampled(0.01, events.Gaussian(1.0))
+    run = ledger.run(d, step, steps=10_000, chunk_steps=500)
+    [w] = run.info.warnings
+    assert (w.code, w.suggested_chunk_steps) == ("chunking_cost", 5000)
+
+
+def test_reservations_commit_release_or_commit_on_failure(ledger: Ledger) -> None:
+    d = fresh(ledger, 1.0)
+    with ledger.reserve(d, events.Gdp(0.5)):
+        pass
+    assert 0.5 <= ledger.dataset(d).mu_spent <= 0.5 * (1 + SUM_TOLERANCE)
+    # Cancelled before it read anything, and said so: refunded.
+    with pytest.raises(KeyboardInterrupt):
+        with ledger.reserve(d, events.Gdp(0.5), outputs_seen=False):
+            raise KeyboardInterrupt
+    assert 0.5 <= ledger.dataset(d).mu_spent <= 0.5 * (1 + SUM_TOLERANCE)
+    # Failed without saying so: it stays charged.
+    with pytest.raises(RuntimeError):
+        with ledger.reserve(d, events.Gdp(0.5)):
+            raise RuntimeError("job failed")
+    spent = ledger.dataset(d)
+    assert spent.units == 2 and abs(spent.mu_spent - math.sqrt(0.5)) < 1e-12
+    # Started, then failed: committed even with outputs_seen=False.
+    with pytest.raises(RuntimeError):
+        with ledger.reserve(d, events.Gdp(0.1), outputs_seen=False) as unit:
+            unit.start()
+            raise RuntimeError("failed after reading")
+    assert ledger.dataset(d).units == 3
+
+
+def test_dp_accounting_events_are_charged_as_their_counterparts(ledger: Ledger) -> None:
+    dp = pytest.importorskip("dp_accounting", reason="dp_accounting is not installed")
+    d = fresh(ledger, 3.0)
+    step = dp.PoissonSampledDpEvent(0.01, dp.GaussianDpEvent(1.0))
+    a = ledger.run(d, step, steps=100, chunk_steps=50)
+    b = ledger.run(d, events.PoissonSampled(0.01, events.Gaussian(1.0)), steps=100, chunk_steps=50)
+    assert a.info.run_mu == b.info.run_mu and a.info.chunk_mu == b.info.chunk_mu
+
+
+def test_the_async_client_charges_runs_and_refuses() -> None:
+    async def go() -> None:
+        async with AsyncLedger() as ledger:
+            d = f"a-{uuid.uuid4().hex[:10]}"
+            await ledger.create_dataset(d, mu=1.0)
+            run = await ledger.run(d, events.Gdp(0.4), steps=10, chunk_steps=2, allow_partial=True)
+            seen = []
+            with pytest.raises(BudgetExceeded):
+                async for chunk in run:
+                    seen.append(chunk.index)
+            assert seen == [0, 1, 2]
+            async with await ledger.reserve(d, events.Gdp(0.01), outputs_seen=False) as unit:
+                await unit.release(outputs_seen=False)
+            assert (await ledger.dataset(d)).units == 3
+
+    asyncio.run(go())
