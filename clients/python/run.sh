@@ -37,8 +37,8 @@ fi
 # The package itself, as a user installs it (not editable: what pip builds is what is tested).
 "$VENV/bin/pip" install -q --force-reinstall --no-deps ./clients/python
 "$VENV/bin/pip" install -q ./clients/python
-echo "mypy --strict: the package, its tests and its examples"
-(cd clients/python && "$ROOT/$VENV/bin/mypy" --strict src tests examples)
+echo "mypy --strict: the package, its tests and its examples (the Opacus ones: integrations.sh)"
+(cd clients/python && "$ROOT/$VENV/bin/mypy" --strict src tests examples/quickstart.py examples/dp_accounting_run.py)
 
 WORK=$(mktemp -d)
 trap 'kill "${PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
@@ -76,6 +76,8 @@ if ! cmp -s "$WORK/readme_block.py" clients/python/examples/quickstart.py; then
   exit 1
 fi
 (cd "$WORK" && "$ROOT/$VENV/bin/python" readme_block.py)
+echo "examples/dp_accounting_run.py: a run declared from a dp_accounting DpEvent"
+(cd "$WORK" && "$ROOT/$VENV/bin/python" "$ROOT/clients/python/examples/dp_accounting_run.py")
 
 echo "a client generated from openapi/openapi.json runs the README scenario"
 (cd "$WORK" && "$ROOT/$VENV/bin/openapi-python-client" generate --path "$ROOT/openapi/openapi.json" >/dev/null)
