@@ -314,3 +314,8 @@ def test_path_segments_are_encoded() -> None:
     ledger(handler).dataset("a/b")
     assert seen == ["/v1/datasets/events%402026-11-16", "/v1/datasets/a%2Fb"]
 
+
+
+def test_the_async_client_has_every_method_of_the_sync_one() -> None:
+    public = {n for n in dir(Ledger) if not n.startswith("_")}
+    assert public - {"close"} <= {n for n in dir(AsyncLedger) if not n.startswith("_")}

@@ -452,9 +452,47 @@ class AsyncLedger:
     async def dataset(self, id: str) -> Dataset:
         return Dataset.of(await self._send(Call("GET", f"/v1/datasets/{seg(id)}")))
 
+    async def datasets(self) -> list[Dataset]:
+        out: list[Dataset] = []
+        after: str | None = None
+        while True:
+            params: dict[str, str | int] = {"limit": 100}
+            if after is not None:
+                params["cursor"] = after
+            page = await self._send(Call("GET", "/v1/datasets", params=params))
+            out += [Dataset.of(d) for d in page.get("items", [])]
+            after = page.get("next_cursor")
+            if after is None:
+                return out
+
     async def report(self, dataset: str) -> dict[str, Any]:
         out: dict[str, Any] = await self._send(Call("GET", f"/v1/datasets/{seg(dataset)}/report"))
         return out
+
+    async def preview(
+        self, dataset: str, event: ev.EventLike, *, delta: float | None = None
+    ) -> dict[str, Any]:
+        path = f"/v1/datasets/{seg(dataset)}/charges/preview"
+        body = _unit_body(event, delta, None, None)
+        out: dict[str, Any] = await self._send(Call("POST", path, body))
+        return out
+
+    async def compose(
+        self, *events: ev.EventLike, deltas: list[float] | None = None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"events": ev.events_json(events)}
+        if deltas is not None:
+            body["deltas"] = deltas
+        out: dict[str, Any] = await self._send(Call("POST", "/v1/accountant/compose", body))
+        return out
+
+    async def create_token(
+        self, name: str, role: str, *, expires_in_days: int | None = None
+    ) -> Token:
+        body: dict[str, Any] = {"name": name, "role": role}
+        if expires_in_days is not None:
+            body["expires_in_days"] = expires_in_days
+        return Token.of(await self._send(Call.post("/v1/tokens", body)))
 
     async def charge(
         self,
