@@ -188,7 +188,7 @@ fn optional_body(body: &axum::body::Bytes) -> ApiResult<Value> {
     responses((status = 201, description = "Declared", body = crate::ledger::RunView),
               (status = 200, description = "Replay of an earlier request with the same Idempotency-Key", body = crate::ledger::RunView),
               (status = 404, description = "No such dataset", body = ErrorBody),
-              (status = 409, description = "`run_does_not_fit`: not every chunk fits what is left for the caller now (declare fewer steps, or pass `allow_partial`)", body = crate::http::error::RunDoesNotFitBody),
+              (status = 409, description = "`run_does_not_fit`: not every chunk fits what is left for the caller now (declare fewer steps, or pass `allow_partial`); with `reserve`, also `budget_exceeded` when another unit took the room before every chunk was reserved (those reserved are released)", body = crate::http::error::RunDoesNotFitBody),
               (status = "4XX", description = "Invalid request", body = ErrorBody),
               (status = 503, description = "Store unavailable", body = ErrorBody)))]
 pub async fn declare_run(

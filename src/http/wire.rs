@@ -226,6 +226,13 @@ pub struct RunRequestWire {
     /// (default 0.05).
     #[schema(minimum = 0.0, maximum = 10.0)]
     pub chunking_tolerance: Option<f64>,
+    /// Reserve every chunk now (at most 100 chunks; not with `allow_partial`): the gate admits
+    /// them in order as reserved units, so nothing charged later can take their room. Each is
+    /// then started (`/charges/{id}/start`) before its steps run and committed after; the ones
+    /// never started may be released (refunded), newest first. Their ids are in
+    /// `reserved_chunks`. If a chunk is refused meanwhile, those reserved are released and the
+    /// declaration answers 409. Default false.
+    pub reserve: Option<bool>,
     #[schema(max_length = 256)]
     pub label: Option<String>,
     #[schema(value_type = Option<Object>)]

@@ -240,6 +240,8 @@ fn flag_field(f: &mut Fields<'_>, name: &'static str) -> Result<bool, InputError
 pub const MAX_RUN_STEPS: u64 = 100_000_000;
 /// Most chunks a run may have (each is a unit: a ledger entry and a certificate).
 pub const MAX_RUN_CHUNKS: u64 = 10_000;
+/// Most chunks a run reserved at declaration may have (each is reserved by its own write).
+pub const MAX_RESERVED_RUN_CHUNKS: u64 = 100;
 
 /// `POST /v1/datasets/{id}/runs`: a declared run (e.g. DP-SGD): `steps` repetitions of one step
 /// `event`, charged in chunks of `chunk_steps` steps, each chunk a unit admitted when asked for.
@@ -257,6 +259,8 @@ pub struct RunRequest {
     /// The declaration warns (`chunking_cost`) when the run's μ exceeds that of all its steps as
     /// one unit by more than this fraction, and says which chunk size would not.
     pub chunking_tolerance: f64,
+    /// Reserve every chunk at declaration (each gated in order, as a reserved unit).
+    pub reserve: bool,
     pub label: Option<String>,
     pub metadata: Option<Value>,
     pub idempotency_key: Option<String>,
@@ -269,7 +273,8 @@ pub const DEFAULT_CHUNKING_TOLERANCE: f64 = 0.05;
 pub const MAX_CHUNKING_TOLERANCE: f64 = 10.0;
 
 impl RunRequest {
-    /// Parses `{event, steps, chunk_steps?, delta?, allow_partial?, chunking_tolerance?, label?, metadata?}`; `chunk_steps` defaults to
+    /// Parses `{event, steps, chunk_steps?, delta?, allow_partial?, chunking_tolerance?, reserve?, label?,
+    /// metadata?}`; `chunk_steps` defaults to
     /// `steps` (one unit: the tightest certificate, but nothing to refund if the run stops early
     /// unless the unit is reserved).
     pub fn from_json(v: &Value, idempotency_key: Option<String>) -> Result<Self, InputError> {
@@ -322,6 +327,31 @@ impl RunRequest {
                 t
             }
         };
+        let reserve = match f.optional("reserve") {
+            None => false,
+            Some((x, p)) => {
+                let r = x.as_bool().ok_or_else(|| {
+                    InputError::new(&p, format!("must be true or false, got {}", json::kind(x)))
+                })?;
+                let chunks = steps.div_ceil(chunk_steps);
+                if r && allow_partial {
+                    return Err(InputError::new(
+                        &p,
+                        "cannot be true with allow_partial: a reserved run holds all of its chunks",
+                    ));
+                }
+                if r && chunks > MAX_RESERVED_RUN_CHUNKS {
+                    return Err(InputError::new(
+                        &p,
+                        format!(
+                            "a reserved run has at most {MAX_RESERVED_RUN_CHUNKS} chunks; this one \
+                             has {chunks} (use larger chunks)"
+                        ),
+                    ));
+                }
+                r
+            }
+        };
         let label = label_field(&mut f)?;
         let metadata = metadata_field(&mut f)?;
         f.finish()?;
@@ -332,6 +362,7 @@ impl RunRequest {
             delta,
             allow_partial,
             chunking_tolerance,
+            reserve,
             label,
             metadata,
             idempotency_key,

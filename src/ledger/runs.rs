@@ -50,8 +50,22 @@ pub struct RunView {
     /// What the declaration found worth saying: `chunking_cost` when the chunks cost more than
     /// the stated fraction over one unit (with `suggested_chunk_steps`).
     pub warnings: Vec<RunWarning>,
+    /// Whether every chunk was reserved at declaration.
+    pub reserved: bool,
+    /// A reserved run's chunks held now, by chunk: the unit to start, commit or release (empty
+    /// for a run whose chunks are taken one by one).
+    pub reserved_chunks: Vec<HeldChunk>,
     #[schema(format = DateTime)]
     pub created_at: String,
+}
+
+/// A chunk of a reserved run and the unit holding it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct HeldChunk {
+    pub chunk: u64,
+    pub charge_id: String,
+    #[schema(value_type = super::schema::ChargeStatus)]
+    pub status: String,
 }
 
 /// A warning about a run's declaration.
@@ -96,6 +110,9 @@ pub(super) struct RunSpec {
     /// Absent in runs declared before warnings existed.
     #[serde(default)]
     pub(super) warnings: Vec<RunWarning>,
+    /// Every chunk reserved at declaration (absent: false).
+    #[serde(default)]
+    pub(super) reserve: bool,
 }
 
 /// Steps in chunk `i` of a run.
@@ -314,6 +331,23 @@ impl RunProgress {
             mu_to_finish,
             delta_to_finish,
             warnings: self.spec.warnings.clone(),
+            reserved: self.spec.reserve,
+            reserved_chunks: if self.spec.reserve {
+                let mut held: Vec<HeldChunk> = self
+                    .charges
+                    .iter()
+                    .filter(|(_, (_, status, _))| status != "released")
+                    .map(|(id, (chunk, status, _))| HeldChunk {
+                        chunk: *chunk,
+                        charge_id: id.clone(),
+                        status: status.clone(),
+                    })
+                    .collect();
+                held.sort_by_key(|h| h.chunk);
+                held
+            } else {
+                Vec::new()
+            },
             created_at: self.decl.created_at.clone(),
         }
     }

@@ -279,7 +279,8 @@ impl Ledgers {
             req.idempotency_key.as_ref(),
         );
         if let Some(body) = self.replay(id, key.as_ref(), &req.request_hash).await? {
-            return Ok((serde_json::from_value(body).map_err(internal)?, false));
+            let view: RunView = serde_json::from_value(body).map_err(internal)?;
+            return Ok((self.reserve_chunks(actor, id, view).await?, false));
         }
         // The plan depends on the budget (its default δ rule and δ_B), not on what was spent:
         // computed before the lock, and again under it if the budget changed meanwhile.
@@ -311,6 +312,7 @@ impl Ledgers {
                     delta: req.delta,
                     plan: current.1.plan,
                     warnings: current.1.warnings.clone(),
+                    reserve: req.reserve,
                 };
                 let ts = now();
                 let mut entry = EntryRow {
@@ -341,13 +343,65 @@ impl Ledgers {
                 })
             })
         };
-        match self
+        let (view, created) = match self
             .write(id, key.as_ref(), &req.request_hash, declare)
             .await?
         {
-            Written::Planned(view, _) => Ok((view, true)),
-            Written::Replayed(body) => Ok((serde_json::from_value(body).map_err(internal)?, false)),
+            Written::Planned(view, _) => (view, true),
+            Written::Replayed(body) => (serde_json::from_value(body).map_err(internal)?, false),
+        };
+        Ok((self.reserve_chunks(actor, id, view).await?, created))
+    }
+
+    /// A run declared with `reserve`: its chunks reserved in order, each through the gate as a
+    /// chunk request (`reserve`, its index, the key `reserve-{i}` in the run's own key space, so a
+    /// replayed declaration finishes an interrupted reservation without taking a chunk twice).
+    /// The declaration's fit check ran under the lock, but another unit may take the room
+    /// between two reservations: then the chunks reserved are released newest first — none was
+    /// started, so nothing depends on them and the refund is sound (`docs/filter.md` §10) — and
+    /// the refusal is returned. Any other run's view is returned as it is.
+    async fn reserve_chunks(
+        &self,
+        actor: &Actor,
+        id: &str,
+        view: RunView,
+    ) -> Result<RunView, LedgerError> {
+        if !view.reserved {
+            return Ok(view);
         }
+        let mut held: Vec<String> = Vec::new();
+        for i in 0..view.chunks {
+            let body = serde_json::json!({"reserve": true, "chunk": i});
+            let chunk = ChunkRequest::from_json(&body, &view.id, Some(format!("reserve-{i}")))
+                .map_err(|e| internal(e.to_string()))?;
+            match self.run_chunk(actor, id, &view.id, chunk).await {
+                Ok(out) => {
+                    let charge = out.body["charge"]["id"].as_str().map(str::to_owned);
+                    held.push(charge.ok_or_else(|| internal("a chunk's answer without its id"))?);
+                }
+                // Reserved by an earlier attempt of this declaration, which took it.
+                Err(LedgerError::ChunkMismatch { .. }) | Err(LedgerError::RunComplete(_)) => {}
+                Err(refused) => {
+                    let why = format!(
+                        "the run's reservation did not complete: chunk {i} of {} was refused",
+                        view.chunks
+                    );
+                    for charge in held.iter().rev() {
+                        let body = serde_json::json!({"outputs_released": false, "reason": why});
+                        let release = SettleRequest::from_json(
+                            &body,
+                            charge,
+                            SettleKind::Release,
+                            Some(format!("unreserve-{charge}")),
+                        )
+                        .map_err(|e| internal(e.to_string()))?;
+                        self.settle(actor, id, charge, release).await?;
+                    }
+                    return Err(refused);
+                }
+            }
+        }
+        Ok(self.run_progress(id, &view.id).await?.view())
     }
 
     /// A run with its progress.
@@ -864,6 +918,7 @@ mod tests {
                 run_mu_as_one_unit: None,
             },
             warnings: Vec::new(),
+            reserve: false,
         };
         let decl = entry(1, "run", |e| {
             e.event = Some(serde_json::to_string(&spec).unwrap())

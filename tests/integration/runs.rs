@@ -262,6 +262,177 @@ async fn a_run_that_does_not_fit_the_callers_quota_is_refused_naming_the_quota()
     assert_eq!(s, StatusCode::CREATED, "{b}");
 }
 
+/// A run reserved at declaration holds all of its chunks at once (GDP closed forms: chunks of
+/// μ 0.1·√2): a charge that would have fit without it is refused; each chunk is started before
+/// its steps and committed after; the chunks never started are released newest first, with a
+/// refund. A reservation that does not fit is refused with nothing held; bad combinations are
+/// 422 with the field named.
+#[tokio::test]
+async fn a_run_reserved_at_declaration_holds_its_chunks_until_started_or_released() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    let (s, run) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": gdp(0.1), "steps": 8, "chunk_steps": 2, "reserve": true}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    assert_eq!(
+        (
+            run["reserved"].as_bool(),
+            run["chunks_reserved"].as_u64(),
+            run["next_chunk"].as_u64()
+        ),
+        (Some(true), Some(4), None),
+        "{run}"
+    );
+    let held = run["reserved_chunks"].as_array().unwrap().clone();
+    assert_eq!(
+        held.iter()
+            .map(|h| h["chunk"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [0, 1, 2, 3],
+        "{run}"
+    );
+    assert!(held.iter().all(|h| h["status"] == "reserved"), "{run}");
+    // Held now: 4 · 0.02 = 0.08 of μ², so μ 0.96 (0.9216 + 0.08 > 1) no longer fits.
+    let d = dataset(&app).await;
+    assert_eq!(d["reserved_units"].as_i64(), Some(4), "{d}");
+    assert!((f(&d["mu_spent"]) - 0.08f64.sqrt()).abs() < 1e-12, "{d}");
+    let (s, b) = app
+        .post("/v1/datasets/d/charges", json!({"event": gdp(0.96)}))
+        .await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::CONFLICT, Some("budget_exceeded")),
+        "{b}"
+    );
+    // Chunk 0 is started and committed; training stops there: 3, 2, 1 are released, newest first.
+    let charge = |i: usize| held[i]["charge_id"].as_str().unwrap().to_owned();
+    for how in ["start", "commit"] {
+        let (s, b) = app
+            .post(
+                &format!("/v1/datasets/d/charges/{}/{how}", charge(0)),
+                json!({}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{how}: {b}");
+    }
+    for i in [3, 2, 1] {
+        let (s, b) = app
+            .post(
+                &format!("/v1/datasets/d/charges/{}/release", charge(i)),
+                json!({"outputs_released": false}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{i}: {b}");
+    }
+    let d = dataset(&app).await;
+    assert!((f(&d["mu_spent"]) - 0.02f64.sqrt()).abs() < 1e-12, "{d}");
+    let (_, run) = app
+        .get(&format!(
+            "/v1/datasets/d/runs/{}",
+            run["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(
+        (
+            run["chunks_committed"].as_u64(),
+            run["chunks_released"].as_u64(),
+            run["steps_taken"].as_u64()
+        ),
+        (Some(1), Some(3), Some(2)),
+        "{run}"
+    );
+    assert_eq!(run["reserved_chunks"].as_array().unwrap().len(), 1, "{run}");
+    // 0.02 + 0.9216 fits now.
+    assert_eq!(
+        app.post("/v1/datasets/d/charges", json!({"event": gdp(0.96)}))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+    // 0.9416 of μ² spent: a reserved run of 0.08 does not fit, refused before anything is held.
+    let version = dataset(&app).await["version"].clone();
+    let (s, b) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": gdp(0.1), "steps": 8, "chunk_steps": 2, "reserve": true}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["error"].as_str()),
+        (StatusCode::CONFLICT, Some("run_does_not_fit")),
+        "{b}"
+    );
+    assert_eq!(dataset(&app).await["version"], version);
+    for (body, why) in [
+        (
+            json!({"event": gdp(0.01), "steps": 4, "reserve": true, "allow_partial": true}),
+            "allow_partial",
+        ),
+        (
+            json!({"event": gdp(0.01), "steps": 101, "chunk_steps": 1, "reserve": true}),
+            "at most 100",
+        ),
+    ] {
+        let (s, b) = app.post("/v1/datasets/d/runs", body).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+        assert_eq!(b["details"]["path"], "$.reserve", "{b}");
+        assert!(b["message"].as_str().unwrap().contains(why), "{b}");
+    }
+}
+
+/// A reserved run races a charge that cannot fit beside it: whichever lands first, the run ends
+/// holding all of its chunks or none (a chunk refused half-way releases the ones reserved), and
+/// never both land.
+#[tokio::test]
+async fn a_reserved_run_racing_a_charge_holds_all_its_chunks_or_none() {
+    let app = spawn_app().await;
+    for trial in 0..12 {
+        let d = format!("race{trial}");
+        app.dataset(&d, 1.0).await;
+        // Run: 4 chunks of μ² 0.02 (0.08); charge: μ² 0.95. Together 1.03 > 1.
+        let run_uri = format!("/v1/datasets/{d}/runs");
+        let charge_uri = format!("/v1/datasets/{d}/charges");
+        let (run, charge) = tokio::join!(
+            app.post(
+                &run_uri,
+                json!({"event": gdp(0.1), "steps": 8, "chunk_steps": 2, "reserve": true}),
+            ),
+            app.post(&charge_uri, json!({"event": gdp(0.95f64.sqrt())})),
+        );
+        let (run_ok, charge_ok) = (
+            run.0 == StatusCode::CREATED,
+            charge.0 == StatusCode::CREATED,
+        );
+        assert!(
+            !(run_ok && charge_ok),
+            "{trial}: both landed: {} {}",
+            run.1,
+            charge.1
+        );
+        let (_, page) = app.get(&format!("/v1/datasets/{d}/runs")).await;
+        let held: u64 = page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["chunks_reserved"].as_u64().unwrap())
+            .sum();
+        assert!(
+            held == 0 || (held == 4 && run_ok),
+            "{trial}: {held} held: {page}"
+        );
+        let spent = f(&dataset_of(&app, &d).await["mu_spent"]);
+        assert!(spent <= 1.0, "{trial}: {spent}");
+    }
+}
+
+async fn dataset_of(app: &TestApp, id: &str) -> Value {
+    app.get(&format!("/v1/datasets/{id}")).await.1
+}
+
 /// Runs are listed with their progress: chunks taken, steps taken, μ used (√Σμᵢ² of the chunks
 /// held) and μ the rest needs at the plan's certificates (closed forms: GDP chunks are certified
 /// exactly, μ = 0.1·√chunk_steps); a released chunk leaves both figures as they were before it.

@@ -450,14 +450,24 @@ async fn contract(store: Arc<dyn Store>) {
     let heads = store.audit_heads().await.unwrap();
     assert!(heads.contains(&(id.clone(), 2, chain[1].hash.clone())));
     assert_eq!(store.audit_chain(&b, 0, 100).await.unwrap().len(), 3);
-    let by_dataset = store
-        .list_audit(&AuditQuery {
-            dataset_id: Some(id.clone()),
-            limit: 10,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    // Records are listed once placed in visibility order; on PostgreSQL a record waits until
+    // every transaction older than its own has ended, and other tests share the database: wait
+    // (bounded) for the two to be placed.
+    let mut by_dataset = Vec::new();
+    for _ in 0..100 {
+        by_dataset = store
+            .list_audit(&AuditQuery {
+                dataset_id: Some(id.clone()),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        if by_dataset.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     assert_eq!(by_dataset.len(), 2);
     assert!(by_dataset[0].id < by_dataset[1].id);
     let later = store

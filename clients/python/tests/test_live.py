@@ -169,3 +169,26 @@ def test_the_async_client_charges_runs_and_refuses() -> None:
             assert (await ledger.dataset(d)).units == 3
 
     asyncio.run(go())
+
+
+def test_a_reserved_run_holds_its_chunks_and_refunds_those_never_started(ledger: Ledger) -> None:
+    d = fresh(ledger, 1.0)
+    # 4 chunks of μ 0.1·√2 held at once: μ² 0.08; then a charge of μ 0.96 cannot fit.
+    with ledger.run(d, events.Gdp(0.1), steps=8, chunk_steps=2, reserve=True) as run:
+        assert run.info.raw["chunks_reserved"] == 4
+        with pytest.raises(BudgetExceeded):
+            ledger.charge(d, events.Gdp(0.96))
+        for chunk in run:
+            if chunk.index == 1:
+                break  # training stops after two chunks
+    info = run.refresh()
+    assert (info.raw["chunks_committed"], info.raw["chunks_released"]) == (2, 2)
+    assert abs(ledger.dataset(d).mu_spent - math.sqrt(0.04)) < 1e-12
+    async def go() -> None:
+        async with AsyncLedger() as a:
+            async with await a.run(d, events.Gdp(0.1), steps=4, chunk_steps=2, reserve=True) as r:
+                async for c in r:
+                    assert c.steps == 2
+            assert (await r.refresh()).raw["chunks_committed"] == 2
+
+    asyncio.run(go())

@@ -64,8 +64,11 @@ def _run_body(
     chunking_tolerance: float | None,
     label: str | None,
     metadata: Mapping[str, Any] | None,
+    reserve: bool = False,
 ) -> dict[str, Any]:
     body = _unit_body(event, delta, label, metadata)
+    if reserve:
+        body["reserve"] = True
     body["steps"] = steps
     if chunk_steps is not None:
         body["chunk_steps"] = chunk_steps
@@ -239,15 +242,22 @@ class Ledger:
         delta: float | None = None,
         allow_partial: bool = False,
         chunking_tolerance: float | None = None,
+        reserve: bool = False,
         label: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> "Run":
         """Declare a run of ``steps`` steps of ``event`` in chunks of ``chunk_steps``; nothing
         is charged. :class:`RunDoesNotFit` unless every chunk fits now (or ``allow_partial``).
-        Iterate it: each chunk is asked of the gate before it is yielded."""
+        Iterate it: each chunk is asked of the gate before it is yielded.
+
+        ``reserve=True`` reserves every chunk now (at most 100), so nothing charged later can
+        take their room; iterating then starts each chunk before yielding it and commits it
+        after, and ``release_unstarted()`` (called on leaving ``with run:``) refunds the chunks
+        never started."""
         body = _run_body(
-            event, steps, chunk_steps, delta, allow_partial, chunking_tolerance, label, metadata
+            event, steps, chunk_steps, delta, allow_partial, chunking_tolerance, label, metadata,
+            reserve,
         )
         path = f"/v1/datasets/{seg(dataset)}/runs"
         return Run(self, dataset, RunInfo.of(self._send(Call.post(path, body, idempotency_key))))
@@ -316,8 +326,52 @@ class Run:
         self._next = self.info.next_chunk
         return self.info
 
+    def _held(self) -> list[dict[str, Any]]:
+        h = self.info.raw.get("reserved_chunks")
+        return [x for x in h if isinstance(x, dict)] if isinstance(h, list) else []
+
+    def _settle_chunk(self, held: dict[str, Any], how: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._ledger._settle(self.dataset, str(held["charge_id"]), how, body)
+
+    def _next_reserved(self) -> Chunk | None:
+        # Commit the chunk yielded last (its steps ran), then start the next reserved one.
+        for h in self._held():
+            if h.get("status") == "started":
+                self._settle_chunk(h, "commit", {})
+        self.refresh()
+        for h in self._held():
+            if h.get("status") == "reserved":
+                out = self._settle_chunk(h, "start", {})
+                self.refresh()
+                return _chunk(self.info, int(h["chunk"]), out)
+        return None
+
+    def release_unstarted(self) -> int:
+        """A reserved run: commit the chunk started last, and release (refund) the chunks never
+        started, newest first; returns how many were released. None of them ran, so nothing
+        depends on them."""
+        n = 0
+        for h in self._held():
+            if h.get("status") == "started":
+                self._settle_chunk(h, "commit", {})
+        for h in sorted(self._held(), key=lambda x: -int(x["chunk"])):
+            if h.get("status") == "reserved":
+                self._settle_chunk(h, "release", {"outputs_released": False})
+                n += 1
+        self.refresh()
+        return n
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.info.raw.get("reserved"):
+            self.release_unstarted()
+
     def next_chunk(self) -> Chunk | None:
         """Take the next chunk (None when every chunk is taken)."""
+        if self.info.raw.get("reserved"):
+            return self._next_reserved()
         for _ in range(2):
             if self._next is None:
                 return None
@@ -539,12 +593,14 @@ class AsyncLedger:
         delta: float | None = None,
         allow_partial: bool = False,
         chunking_tolerance: float | None = None,
+        reserve: bool = False,
         label: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> "AsyncRun":
         body = _run_body(
-            event, steps, chunk_steps, delta, allow_partial, chunking_tolerance, label, metadata
+            event, steps, chunk_steps, delta, allow_partial, chunking_tolerance, label, metadata,
+            reserve,
         )
         path = f"/v1/datasets/{seg(dataset)}/runs"
         info = RunInfo.of(await self._send(Call.post(path, body, idempotency_key)))
@@ -592,7 +648,48 @@ class AsyncRun:
         self._next = self.info.next_chunk
         return self.info
 
+    def _held(self) -> list[dict[str, Any]]:
+        h = self.info.raw.get("reserved_chunks")
+        return [x for x in h if isinstance(x, dict)] if isinstance(h, list) else []
+
+    async def _settle_chunk(self, held: dict[str, Any], how: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._ledger._settle(self.dataset, str(held["charge_id"]), how, body)
+
+    async def _next_reserved(self) -> Chunk | None:
+        for h in self._held():
+            if h.get("status") == "started":
+                await self._settle_chunk(h, "commit", {})
+        await self.refresh()
+        for h in self._held():
+            if h.get("status") == "reserved":
+                out = await self._settle_chunk(h, "start", {})
+                await self.refresh()
+                return _chunk(self.info, int(h["chunk"]), out)
+        return None
+
+    async def release_unstarted(self) -> int:
+        """:meth:`Run.release_unstarted`."""
+        n = 0
+        for h in self._held():
+            if h.get("status") == "started":
+                await self._settle_chunk(h, "commit", {})
+        for h in sorted(self._held(), key=lambda x: -int(x["chunk"])):
+            if h.get("status") == "reserved":
+                await self._settle_chunk(h, "release", {"outputs_released": False})
+                n += 1
+        await self.refresh()
+        return n
+
+    async def __aenter__(self) -> "AsyncRun":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.info.raw.get("reserved"):
+            await self.release_unstarted()
+
     async def next_chunk(self) -> Chunk | None:
+        if self.info.raw.get("reserved"):
+            return await self._next_reserved()
         for _ in range(2):
             if self._next is None:
                 return None
