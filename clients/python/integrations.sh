@@ -10,13 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-PY=
-for v in python3.13 python3.12 python3.11 python3.10 python3; do
-  if command -v "$v" >/dev/null 2>&1 && "$v" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))' >/dev/null 2>&1; then
-    PY=$v
-    break
-  fi
-done
+. clients/python/lib.sh
+pick_python
 if [ -z "$PY" ]; then
   echo "SKIPPED: the Opacus integration's tests need python3 >= 3.10 with venv and pip"
   exit 0
@@ -43,25 +38,7 @@ fi
 echo "mypy --strict: the Opacus integration, its tests and its example"
 (cd clients/python && "$ROOT/$VENV/bin/mypy" --strict src tests_integrations examples/opacus_logistic_regression.py)
 
-WORK=$(mktemp -d)
-trap 'kill "${PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
-if [ -n "${PRIVACY_LEDGER_BIN:-}" ]; then
-  BIN=$PRIVACY_LEDGER_BIN
-else
-  cargo build --release --quiet
-  BIN="${CARGO_TARGET_DIR:-target}"/release/privacy-ledger
-fi
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$BIN" serve --database-url "sqlite://$WORK/ledger.db" --listen "127.0.0.1:$PORT" >"$WORK/out" 2>"$WORK/err" &
-PID=$!
-for _ in $(seq 100); do grep -q listening "$WORK/out" 2>/dev/null && break; sleep 0.1; done
-TOKEN=$(grep -o 'pl_[0-9a-f]*' "$WORK/out" | head -1)
-if [ -z "$TOKEN" ]; then
-  echo "the service did not start:" >&2
-  cat "$WORK/out" "$WORK/err" >&2
-  exit 1
-fi
-export PRIVACY_LEDGER_URL="http://127.0.0.1:$PORT" PRIVACY_LEDGER_TOKEN="$TOKEN"
+start_service
 echo "pytest: Opacus training charged chunk by chunk"
 (cd "$WORK" && "$ROOT/$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider -W ignore::UserWarning "$ROOT/clients/python/tests_integrations")
 echo "examples/opacus_logistic_regression.py"

@@ -13,52 +13,40 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-PY=python3
-for v in python3.13 python3.12 python3.11 python3.10 python3; do
-  if command -v "$v" >/dev/null 2>&1 && "$v" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))' >/dev/null 2>&1; then
-    PY=$v
-    break
-  fi
-done
-if ! "$PY" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))' >/dev/null 2>&1; then
+. clients/python/lib.sh
+pick_python
+if [ -z "$PY" ]; then
   echo "SKIPPED: the Python client's tests need python3 >= 3.10 with venv and pip"
   exit 0
 fi
 VENV=clients/python/.venv
-if [ ! -x "$VENV/bin/openapi-python-client" ] || [ ! -x "$VENV/bin/mypy" ]; then
+# The venv (gitignored) is kept between runs; it is remade when a tool is missing.
+if [ ! -x "$VENV/bin/openapi-python-client" ] || [ ! -x "$VENV/bin/mypy" ] || [ ! -x "$VENV/bin/pytest" ] \
+    || ! "$VENV/bin/python" -c 'import setuptools, wheel' 2>/dev/null; then
   rm -rf "$VENV"
   "$PY" -m venv "$VENV"
-  if ! "$VENV/bin/pip" install -q 'openapi-python-client==0.29.1' 'mypy==1.13.0' 'pytest==8.3.3' \
-      'dp-accounting==0.6.0'; then
+  if ! "$VENV/bin/pip" install -q 'setuptools>=61' wheel 'openapi-python-client==0.29.1' 'mypy==1.13.0' \
+      'pytest==8.3.3' 'dp-accounting==0.6.0' 'httpx>=0.25,<1'; then
+    rm -rf "$VENV"
     echo "SKIPPED: cannot install the test tools from PyPI"
     exit 0
   fi
+  rm -f "$VENV/.pyproject"
 fi
-# The package itself, as a user installs it (not editable: what pip builds is what is tested).
-"$VENV/bin/pip" install -q --force-reinstall --no-deps ./clients/python
-"$VENV/bin/pip" install -q ./clients/python
+# The package as a user installs it, with its extras (dev: pytest, mypy; dp-accounting), whenever
+# pyproject.toml changed: the registry was just reachable, so a failure here is the package's.
+if ! cmp -s clients/python/pyproject.toml "$VENV/.pyproject"; then
+  "$VENV/bin/pip" install -q './clients/python[dev,dp-accounting]'
+  cp clients/python/pyproject.toml "$VENV/.pyproject"
+fi
+# Every run: this tree's package, rebuilt (not editable: what pip builds is what is tested;
+# no build isolation, so a cached venv needs no registry).
+"$VENV/bin/pip" install -q --force-reinstall --no-deps --no-build-isolation ./clients/python
 echo "mypy --strict: the package, its tests and its examples (the Opacus ones: integrations.sh)"
-(cd clients/python && "$ROOT/$VENV/bin/mypy" --strict src tests examples/quickstart.py examples/dp_accounting_run.py)
+(cd clients/python && "$ROOT/$VENV/bin/mypy" --strict src tests examples/quickstart.py \
+  $(ls examples/dp_accounting_*.py 2>/dev/null))
 
-WORK=$(mktemp -d)
-trap 'kill "${PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
-if [ -n "${PRIVACY_LEDGER_BIN:-}" ]; then
-  BIN=$PRIVACY_LEDGER_BIN
-else
-  cargo build --release --quiet
-  BIN="${CARGO_TARGET_DIR:-target}"/release/privacy-ledger
-fi
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$BIN" serve --database-url "sqlite://$WORK/ledger.db" --listen "127.0.0.1:$PORT" >"$WORK/out" 2>"$WORK/err" &
-PID=$!
-for _ in $(seq 100); do grep -q listening "$WORK/out" 2>/dev/null && break; sleep 0.1; done
-TOKEN=$(grep -o 'pl_[0-9a-f]*' "$WORK/out" | head -1)
-if [ -z "$TOKEN" ]; then
-  echo "the service did not start:" >&2
-  cat "$WORK/out" "$WORK/err" >&2
-  exit 1
-fi
-export PRIVACY_LEDGER_URL="http://127.0.0.1:$PORT" PRIVACY_LEDGER_TOKEN="$TOKEN"
+start_service
 
 echo "pytest: the client against the service"
 # Run from outside the source tree, so the installed package is the one imported.
@@ -82,4 +70,4 @@ echo "examples/dp_accounting_run.py: a run declared from a dp_accounting DpEvent
 echo "a client generated from openapi/openapi.json runs the README scenario"
 (cd "$WORK" && "$ROOT/$VENV/bin/openapi-python-client" generate --path "$ROOT/openapi/openapi.json" >/dev/null)
 "$VENV/bin/pip" install -q "$WORK"/privacy-ledger-client
-"$VENV/bin/python" clients/python/scenario.py "$PRIVACY_LEDGER_URL" "$TOKEN"
+"$VENV/bin/python" clients/python/scenario.py "$PRIVACY_LEDGER_URL" "$PRIVACY_LEDGER_TOKEN"

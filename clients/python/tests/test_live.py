@@ -167,6 +167,16 @@ def test_the_async_client_charges_runs_and_refuses() -> None:
             async with await ledger.reserve(d, events.Gdp(0.01), outputs_seen=False) as unit:
                 await unit.release(outputs_seen=False)
             assert (await ledger.dataset(d)).units == 3
+            # Reserved on entering; cancelled before it read anything: refunded.
+            before = (await ledger.dataset(d)).mu_spent
+            with pytest.raises(KeyboardInterrupt):
+                async with ledger.reserve(d, events.Gdp(0.01), outputs_seen=False):
+                    raise KeyboardInterrupt
+            after = await ledger.dataset(d)
+            assert abs(after.mu_spent - before) < 1e-12 and after.units == 3
+            async with ledger.reserve(d, events.Gdp(0.01)):
+                pass
+            assert (await ledger.dataset(d)).units == 4
 
     asyncio.run(go())
 
@@ -192,3 +202,47 @@ def test_a_reserved_run_holds_its_chunks_and_refunds_those_never_started(ledger:
             assert (await r.refresh()).raw["chunks_committed"] == 2
 
     asyncio.run(go())
+
+
+def test_the_async_client_charges_until_refused() -> None:
+    async def go() -> None:
+        async with AsyncLedger() as ledger:
+            d = f"a-{uuid.uuid4().hex[:10]}"
+            await ledger.create_dataset(d, mu=1.0)
+            c = await ledger.charge(d, events.Gdp(0.6), label="a")
+            assert c.unit_mu == 0.6 and c.status == "committed"
+            await ledger.charge(d, events.Gdp(0.6))
+            with pytest.raises(BudgetExceeded) as e:
+                await ledger.charge(d, events.Gdp(0.6))
+            assert e.value.remaining_mu is not None and abs(e.value.remaining_mu - math.sqrt(0.28)) < 1e-9
+            assert e.value.ledger == d and e.value.request_id
+
+    asyncio.run(go())
+
+
+def test_a_retry_with_the_same_key_never_charges_twice(ledger: Ledger) -> None:
+    d = fresh(ledger, 1.0)
+    a = ledger.charge(d, events.Gdp(0.3), idempotency_key="job-1")
+    b = ledger.charge(d, events.Gdp(0.3), idempotency_key="job-1")
+    assert a.id == b.id and ledger.dataset(d).units == 1
+
+
+def test_a_resumed_run_goes_on_from_its_next_chunk(ledger: Ledger) -> None:
+    d = fresh(ledger, 2.0)
+    run = ledger.run(d, events.Gdp(0.1), steps=6, chunk_steps=2)
+    first = next(iter(run))
+    assert first.index == 0 and first.charge_id
+    again = ledger.resume_run(d, run.id)
+    assert [c.index for c in again] == [1, 2]
+    info = again.refresh()
+    assert info.next_chunk is None and info.steps_taken == 6 and ledger.dataset(d).units == 3
+
+
+def test_two_workers_on_one_run_never_share_a_chunk(ledger: Ledger) -> None:
+    d = fresh(ledger, 2.0)
+    run = ledger.run(d, events.Gdp(0.1), steps=6, chunk_steps=2)
+    a, b = ledger.resume_run(d, run.id), ledger.resume_run(d, run.id)
+    assert next(iter(a)).index == 0
+    # b still thinks chunk 0 is next: told chunk_mismatch, it goes on from chunk 1.
+    assert next(iter(b)).index == 1
+    assert ledger.dataset(d).units == 2

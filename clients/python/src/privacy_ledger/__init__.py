@@ -10,6 +10,7 @@ from . import events
 from ._transport import RetryPolicy
 from .client import AsyncLedger, AsyncReservation, AsyncRun, Ledger, Reservation, Run
 from .errors import (
+    AlreadyExists,
     BadRequest,
     BudgetExceeded,
     ChunkMismatch,
@@ -17,8 +18,10 @@ from .errors import (
     Conflict,
     ConnectionFailed,
     Forbidden,
+    IdempotencyKeyReused,
     LedgerError,
     NotFound,
+    NotReserved,
     Overloaded,
     RequestTimeout,
     RunComplete,
@@ -28,11 +31,13 @@ from .errors import (
     UnitReleased,
     UnitStarted,
 )
+from .events import Event, EventLike
 from .models import Charge, Chunk, Dataset, RunInfo, RunWarning, Token
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlreadyExists",
     "AsyncLedger",
     "AsyncReservation",
     "AsyncRun",
@@ -45,10 +50,14 @@ __all__ = [
     "Conflict",
     "ConnectionFailed",
     "Dataset",
+    "Event",
+    "EventLike",
     "Forbidden",
+    "IdempotencyKeyReused",
     "Ledger",
     "LedgerError",
     "NotFound",
+    "NotReserved",
     "Overloaded",
     "RequestTimeout",
     "Reservation",

@@ -8,7 +8,7 @@ import random
 import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 
@@ -22,21 +22,39 @@ RETRIED_STATUSES = frozenset({408, 429, 503})
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded retries: at most ``retries`` more attempts, waiting ``base_seconds·2ⁿ`` (full
-    jitter, at most ``max_wait_seconds`` each), or the answer's ``Retry-After`` when it says so;
-    an answer asking to wait longer than ``max_wait_seconds`` is raised instead."""
+    """Bounded retries: at most ``retries`` more attempts, waiting ``base_seconds·2ⁿ`` with full
+    jitter (at most ``max_wait_seconds`` each), or the answer's ``Retry-After`` when it says so,
+    and ``max_total_seconds`` in all; an answer asking to wait past those bounds is raised
+    instead of waited for."""
 
     retries: int = 4
     base_seconds: float = 0.2
     max_wait_seconds: float = 10.0
+    max_total_seconds: float = 10.0
 
-    def wait(self, attempt: int, retry_after: float | None) -> float | None:
-        """Seconds to wait before retry ``attempt`` (1-based); None: give up."""
+    def wait(self, attempt: int, retry_after: float | None, waited: float = 0.0) -> float | None:
+        """Seconds to wait before retry ``attempt`` (1-based), ``waited`` seconds having been
+        waited already for this call; None: give up."""
         if attempt > self.retries:
             return None
         if retry_after is not None:
-            return retry_after if retry_after <= self.max_wait_seconds else None
-        return random.uniform(0, min(self.max_wait_seconds, self.base_seconds * 2 ** (attempt - 1)))
+            w = retry_after
+            if w > self.max_wait_seconds:
+                return None
+        else:
+            w = random.uniform(0, min(self.max_wait_seconds, self.base_seconds * 2 ** (attempt - 1)))
+        if waited + w > self.max_total_seconds:
+            return None
+        return w
+
+
+def policy(retries: int, retry: "RetryPolicy | None") -> RetryPolicy:
+    """The policy of a client: ``retry`` when given, else the default one with ``retries``."""
+    if retry is not None:
+        return retry
+    if retries < 0:
+        raise ValueError("retries must be >= 0")
+    return RetryPolicy(retries=retries)
 
 
 def config(url: str | None, token: str | None) -> tuple[str, str]:
@@ -75,6 +93,12 @@ class Call:
         # Every state change carries a key: the caller's, else one made for this call.
         return Call("POST", path, body, None, key or str(uuid.uuid4()))
 
+    @staticmethod
+    def keyed(path: str, body: Any, key: str) -> "Call":
+        # A key derived from what the change is (a run's chunk, a unit's settlement), so that
+        # even a retry from another process after a lost answer gets the first outcome.
+        return Call("POST", path, body, None, key)
+
     def headers(self) -> dict[str, str]:
         return {"Idempotency-Key": self.key} if self.key else {}
 
@@ -97,7 +121,20 @@ def answer(r: httpx.Response) -> Any:
         body = r.json()
     except ValueError:
         body = None
-    raise error_for(r.status_code, body, r.headers.get("x-request-id"))
+    raise error_for(
+        r.status_code, body, r.headers.get("x-request-id"), retry_after(r), _dataset_of(r)
+    )
+
+
+def _dataset_of(r: httpx.Response) -> str | None:
+    """The dataset a request was about (``/v1/datasets/{id}/...``), if any."""
+    try:
+        parts = r.request.url.raw_path.decode("ascii").split("?")[0].split("/")
+    except RuntimeError:  # a response built without its request
+        return None
+    if len(parts) > 3 and parts[1:3] == ["v1", "datasets"]:
+        return unquote(parts[3])
+    return None
 
 
 def connection_failed(call: Call, e: Exception) -> LedgerError:

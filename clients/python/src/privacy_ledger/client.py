@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from types import TracebackType
-from typing import Any, AsyncIterator, Iterator, Mapping
+from typing import Any, AsyncIterator, Generator, Iterator, Mapping
 
 import httpx
 
@@ -15,13 +16,14 @@ from ._transport import (
     Call,
     RetryPolicy,
     answer,
+    policy,
     config,
     connection_failed,
     retry_after,
     seg,
 )
 from .errors import ChunkMismatch, RunComplete
-from .models import Charge, Chunk, Dataset, RunInfo, Token
+from .models import Charge, Chunk, Dataset, RunInfo, RunWarning, Token
 
 
 def _dataset_body(
@@ -79,6 +81,19 @@ def _run_body(
     return body
 
 
+def _chunk_key(info: RunInfo, index: int, scope: str) -> str:
+    # One key per chunk of a run and per Run object: asking for chunk i again (a retry, or the
+    # same loop after a ConnectionFailed) gets the first outcome and never admits a second
+    # chunk. The scope keeps two processes that resumed the same run from sharing chunk i (the
+    # second is told chunk_mismatch and goes on from the next one). A refusal writes nothing,
+    # so asking again later is evaluated afresh.
+    return f"run-{info.id}-chunk-{index}-{scope}"
+
+
+def _scope() -> str:
+    return uuid.uuid4().hex[:12]
+
+
 def _chunk(info: RunInfo, index: int, body: dict[str, Any]) -> Chunk:
     first = index * info.chunk_steps
     return Chunk(
@@ -92,9 +107,12 @@ def _chunk(info: RunInfo, index: int, body: dict[str, Any]) -> Chunk:
 class Ledger:
     """A client of one privacy-ledger service (sync).
 
-    ``url`` and ``token`` default to ``PRIVACY_LEDGER_URL`` and ``PRIVACY_LEDGER_TOKEN``. Every
-    non-2xx answer raises (:mod:`privacy_ledger.errors`); 408, 429, 503 and connection failures
-    are retried per ``retry`` with the same Idempotency-Key."""
+    ``url`` and ``token`` default to ``PRIVACY_LEDGER_URL`` and ``PRIVACY_LEDGER_TOKEN``
+    (:class:`ConfigurationError` without them). Every non-2xx answer raises
+    (:mod:`privacy_ledger.errors`); 408, 429, 503 and connection failures are retried, at most
+    ``retries`` times (exponential backoff with jitter, honouring Retry-After, 10 s of waiting
+    in all; ``retry``: a :class:`RetryPolicy` of your own), with the same Idempotency-Key: every
+    state-changing POST carries one (the caller's ``idempotency_key``, else a uuid4 per call)."""
 
     def __init__(
         self,
@@ -102,11 +120,12 @@ class Ledger:
         token: str | None = None,
         *,
         timeout: float = 30.0,
-        retry: RetryPolicy = RetryPolicy(),
+        retries: int = 4,
         transport: httpx.BaseTransport | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         base, tok = config(url, token)
-        self.retry = retry
+        self.retry = policy(retries, retry)
         self._http = httpx.Client(
             base_url=base,
             headers={"Authorization": f"Bearer {tok}"},
@@ -124,7 +143,8 @@ class Ledger:
         self.close()
 
     def _send(self, call: Call) -> Any:
-        attempt = 0
+        # The same Call (so the same Idempotency-Key) on every attempt.
+        attempt, waited = 0, 0.0
         while True:
             attempt += 1
             try:
@@ -132,15 +152,18 @@ class Ledger:
                     call.method, call.path, json=call.body, params=call.params, headers=call.headers()
                 )
             except httpx.TransportError as e:
-                wait = self.retry.wait(attempt, None)
+                # Connect errors, and read errors on a request that may have been sent.
+                wait = self.retry.wait(attempt, None, waited)
                 if wait is None:
                     raise connection_failed(call, e) from e
                 time.sleep(wait)
+                waited += wait
                 continue
             if r.status_code in RETRIED_STATUSES:
-                wait = self.retry.wait(attempt, retry_after(r))
+                wait = self.retry.wait(attempt, retry_after(r), waited)
                 if wait is not None:
                     time.sleep(wait)
+                    waited += wait
                     continue
             return answer(r)
 
@@ -225,9 +248,11 @@ class Ledger:
         charge = Charge.of(self._send(Call.post(path, body, idempotency_key)))
         return Reservation(self, dataset, charge, outputs_seen)
 
-    def _settle(self, dataset: str, charge_id: str, how: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _settle(
+        self, dataset: str, charge_id: str, how: str, body: dict[str, Any], scope: str
+    ) -> dict[str, Any]:
         path = f"/v1/datasets/{seg(dataset)}/charges/{seg(charge_id)}/{how}"
-        out: dict[str, Any] = self._send(Call.post(path, body))
+        out: dict[str, Any] = self._send(Call.keyed(path, body, f"{how}-{charge_id}-{scope}"))
         return out
 
     # Runs -----------------------------------------------------------------------------------
@@ -282,9 +307,9 @@ class Ledger:
             if after is None:
                 return
 
-    def _take(self, dataset: str, info: RunInfo, index: int) -> dict[str, Any]:
+    def _take(self, dataset: str, info: RunInfo, index: int, scope: str) -> dict[str, Any]:
         path = f"/v1/datasets/{seg(dataset)}/runs/{seg(info.id)}/chunks"
-        out: dict[str, Any] = self._send(Call.post(path, {"chunk": index}))
+        out: dict[str, Any] = self._send(Call.keyed(path, {"chunk": index}, _chunk_key(info, index, scope)))
         return out
 
     # Stateless ------------------------------------------------------------------------------
@@ -315,10 +340,37 @@ class Run:
     def __init__(self, ledger: Ledger, dataset: str, info: RunInfo) -> None:
         self._ledger, self.dataset, self.info = ledger, dataset, info
         self._next = info.next_chunk
+        self._scope = _scope()
 
     @property
     def id(self) -> str:
         return self.info.id
+
+    @property
+    def steps(self) -> int:
+        return self.info.steps
+
+    @property
+    def chunk_steps(self) -> int:
+        return self.info.chunk_steps
+
+    @property
+    def chunks(self) -> int:
+        return self.info.chunks
+
+    @property
+    def run_mu(self) -> float:
+        """The plan: μ of the whole run, chunk by chunk."""
+        return self.info.run_mu
+
+    @property
+    def chunk_mu(self) -> float | None:
+        """The plan: μ of each (full) chunk."""
+        return self.info.chunk_mu
+
+    @property
+    def warnings(self) -> tuple[RunWarning, ...]:
+        return self.info.warnings
 
     def refresh(self) -> RunInfo:
         """The run's progress as the service has it now."""
@@ -331,7 +383,7 @@ class Run:
         return [x for x in h if isinstance(x, dict)] if isinstance(h, list) else []
 
     def _settle_chunk(self, held: dict[str, Any], how: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._ledger._settle(self.dataset, str(held["charge_id"]), how, body)
+        return self._ledger._settle(self.dataset, str(held["charge_id"]), how, body, self._scope)
 
     def _next_reserved(self) -> Chunk | None:
         # Commit the chunk yielded last (its steps ran), then start the next reserved one.
@@ -377,7 +429,7 @@ class Run:
                 return None
             i = self._next
             try:
-                body = self._ledger._take(self.dataset, self.info, i)
+                body = self._ledger._take(self.dataset, self.info, i, self._scope)
             except RunComplete:
                 self._next = None
                 return None
@@ -402,15 +454,16 @@ class Reservation:
     def __init__(self, ledger: Ledger, dataset: str, charge: Charge, outputs_seen: bool) -> None:
         self._ledger, self.dataset, self.charge = ledger, dataset, charge
         self._outputs_seen = outputs_seen
+        self._scope = _scope()
         self.started = False
         self.settled: str | None = None
 
     def start(self) -> None:
-        self._ledger._settle(self.dataset, self.charge.id, "start", {})
+        self._ledger._settle(self.dataset, self.charge.id, "start", {}, self._scope)
         self.started = True
 
     def commit(self) -> None:
-        self._ledger._settle(self.dataset, self.charge.id, "commit", {})
+        self._ledger._settle(self.dataset, self.charge.id, "commit", {}, self._scope)
         self.settled = "committed"
 
     def release(self, *, outputs_seen: bool) -> dict[str, Any]:
@@ -418,7 +471,9 @@ class Reservation:
         nothing computed from it was seen by anyone or any process."""
         if outputs_seen:
             raise ValueError("a unit whose outputs were seen cannot be released: commit it")
-        out = self._ledger._settle(self.dataset, self.charge.id, "release", {"outputs_released": False})
+        out = self._ledger._settle(
+            self.dataset, self.charge.id, "release", {"outputs_released": False}, self._scope
+        )
         self.settled = "released"
         return out
 
@@ -448,11 +503,12 @@ class AsyncLedger:
         token: str | None = None,
         *,
         timeout: float = 30.0,
-        retry: RetryPolicy = RetryPolicy(),
+        retries: int = 4,
         transport: httpx.AsyncBaseTransport | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         base, tok = config(url, token)
-        self.retry = retry
+        self.retry = policy(retries, retry)
         self._http = httpx.AsyncClient(
             base_url=base,
             headers={"Authorization": f"Bearer {tok}"},
@@ -470,7 +526,8 @@ class AsyncLedger:
         await self.close()
 
     async def _send(self, call: Call) -> Any:
-        attempt = 0
+        # The same Call (so the same Idempotency-Key) on every attempt.
+        attempt, waited = 0, 0.0
         while True:
             attempt += 1
             try:
@@ -478,15 +535,18 @@ class AsyncLedger:
                     call.method, call.path, json=call.body, params=call.params, headers=call.headers()
                 )
             except httpx.TransportError as e:
-                wait = self.retry.wait(attempt, None)
+                # Connect errors, and read errors on a request that may have been sent.
+                wait = self.retry.wait(attempt, None, waited)
                 if wait is None:
                     raise connection_failed(call, e) from e
                 await asyncio.sleep(wait)
+                waited += wait
                 continue
             if r.status_code in RETRIED_STATUSES:
-                wait = self.retry.wait(attempt, retry_after(r))
+                wait = self.retry.wait(attempt, retry_after(r), waited)
                 if wait is not None:
                     await asyncio.sleep(wait)
+                    waited += wait
                     continue
             return answer(r)
 
@@ -562,7 +622,7 @@ class AsyncLedger:
         path = f"/v1/datasets/{seg(dataset)}/charges"
         return Charge.of(await self._send(Call.post(path, body, idempotency_key)))
 
-    async def reserve(
+    def reserve(
         self,
         dataset: str,
         event: ev.EventLike,
@@ -573,14 +633,17 @@ class AsyncLedger:
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> "AsyncReservation":
+        """:meth:`Ledger.reserve`: ``async with ledger.reserve(...) as unit:`` reserves on
+        entering (or ``unit = await ledger.reserve(...)``)."""
         body = _unit_body(event, delta, label, metadata, reserve=True)
-        path = f"/v1/datasets/{seg(dataset)}/charges"
-        charge = Charge.of(await self._send(Call.post(path, body, idempotency_key)))
-        return AsyncReservation(self, dataset, charge, outputs_seen)
+        call = Call.post(f"/v1/datasets/{seg(dataset)}/charges", body, idempotency_key)
+        return AsyncReservation(self, dataset, call, outputs_seen)
 
-    async def _settle(self, dataset: str, charge_id: str, how: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _settle(
+        self, dataset: str, charge_id: str, how: str, body: dict[str, Any], scope: str
+    ) -> dict[str, Any]:
         path = f"/v1/datasets/{seg(dataset)}/charges/{seg(charge_id)}/{how}"
-        out: dict[str, Any] = await self._send(Call.post(path, body))
+        out: dict[str, Any] = await self._send(Call.keyed(path, body, f"{how}-{charge_id}-{scope}"))
         return out
 
     async def run(
@@ -626,9 +689,10 @@ class AsyncLedger:
             if after is None:
                 return
 
-    async def _take(self, dataset: str, info: RunInfo, index: int) -> dict[str, Any]:
+    async def _take(self, dataset: str, info: RunInfo, index: int, scope: str) -> dict[str, Any]:
         path = f"/v1/datasets/{seg(dataset)}/runs/{seg(info.id)}/chunks"
-        out: dict[str, Any] = await self._send(Call.post(path, {"chunk": index}))
+        body = {"chunk": index}
+        out: dict[str, Any] = await self._send(Call.keyed(path, body, _chunk_key(info, index, scope)))
         return out
 
 
@@ -638,10 +702,37 @@ class AsyncRun:
     def __init__(self, ledger: AsyncLedger, dataset: str, info: RunInfo) -> None:
         self._ledger, self.dataset, self.info = ledger, dataset, info
         self._next = info.next_chunk
+        self._scope = _scope()
 
     @property
     def id(self) -> str:
         return self.info.id
+
+    @property
+    def steps(self) -> int:
+        return self.info.steps
+
+    @property
+    def chunk_steps(self) -> int:
+        return self.info.chunk_steps
+
+    @property
+    def chunks(self) -> int:
+        return self.info.chunks
+
+    @property
+    def run_mu(self) -> float:
+        """The plan: μ of the whole run, chunk by chunk."""
+        return self.info.run_mu
+
+    @property
+    def chunk_mu(self) -> float | None:
+        """The plan: μ of each (full) chunk."""
+        return self.info.chunk_mu
+
+    @property
+    def warnings(self) -> tuple[RunWarning, ...]:
+        return self.info.warnings
 
     async def refresh(self) -> RunInfo:
         self.info = await self._ledger._run_info(self.dataset, self.id)
@@ -653,7 +744,7 @@ class AsyncRun:
         return [x for x in h if isinstance(x, dict)] if isinstance(h, list) else []
 
     async def _settle_chunk(self, held: dict[str, Any], how: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._ledger._settle(self.dataset, str(held["charge_id"]), how, body)
+        return await self._ledger._settle(self.dataset, str(held["charge_id"]), how, body, self._scope)
 
     async def _next_reserved(self) -> Chunk | None:
         for h in self._held():
@@ -695,7 +786,7 @@ class AsyncRun:
                 return None
             i = self._next
             try:
-                body = await self._ledger._take(self.dataset, self.info, i)
+                body = await self._ledger._take(self.dataset, self.info, i, self._scope)
             except RunComplete:
                 self._next = None
                 return None
@@ -715,33 +806,52 @@ class AsyncRun:
 
 
 class AsyncReservation:
-    """:class:`Reservation` for asyncio: ``async with``."""
+    """:class:`Reservation` for asyncio. The unit is reserved when the object is awaited or
+    entered (``async with``), once."""
 
-    def __init__(self, ledger: AsyncLedger, dataset: str, charge: Charge, outputs_seen: bool) -> None:
-        self._ledger, self.dataset, self.charge = ledger, dataset, charge
+    def __init__(self, ledger: AsyncLedger, dataset: str, call: Call, outputs_seen: bool) -> None:
+        self._ledger, self.dataset, self._call = ledger, dataset, call
         self._outputs_seen = outputs_seen
+        self._scope = _scope()
+        self._charge: Charge | None = None
         self.started = False
         self.settled: str | None = None
 
+    @property
+    def charge(self) -> Charge:
+        """The reserved unit (once reserved)."""
+        if self._charge is None:
+            raise RuntimeError("not reserved yet: await the reservation or enter it (async with)")
+        return self._charge
+
+    async def _reserve(self) -> "AsyncReservation":
+        if self._charge is None:
+            self._charge = Charge.of(await self._ledger._send(self._call))
+        return self
+
+    def __await__(self) -> Generator[Any, None, "AsyncReservation"]:
+        return self._reserve().__await__()
+
     async def start(self) -> None:
-        await self._ledger._settle(self.dataset, self.charge.id, "start", {})
+        await self._ledger._settle(self.dataset, self.charge.id, "start", {}, self._scope)
         self.started = True
 
     async def commit(self) -> None:
-        await self._ledger._settle(self.dataset, self.charge.id, "commit", {})
+        await self._ledger._settle(self.dataset, self.charge.id, "commit", {}, self._scope)
         self.settled = "committed"
 
     async def release(self, *, outputs_seen: bool) -> dict[str, Any]:
+        """:meth:`Reservation.release`."""
         if outputs_seen:
             raise ValueError("a unit whose outputs were seen cannot be released: commit it")
         out = await self._ledger._settle(
-            self.dataset, self.charge.id, "release", {"outputs_released": False}
+            self.dataset, self.charge.id, "release", {"outputs_released": False}, self._scope
         )
         self.settled = "released"
         return out
 
     async def __aenter__(self) -> "AsyncReservation":
-        return self
+        return await self._reserve()
 
     async def __aexit__(
         self,

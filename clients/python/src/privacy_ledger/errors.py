@@ -23,6 +23,8 @@ class LedgerError(Exception):
         request_id: str | None = None,
         details: Mapping[str, Any] | None = None,
         body: Mapping[str, Any] | None = None,
+        retry_after: float | None = None,
+        dataset: str | None = None,
     ) -> None:
         self.status = status
         self.code = code
@@ -30,6 +32,10 @@ class LedgerError(Exception):
         self.request_id = request_id
         self.details: dict[str, Any] = dict(details or {})
         self.body: dict[str, Any] = dict(body or {})
+        #: The answer's Retry-After (seconds), when it had one.
+        self.retry_after = retry_after
+        #: The dataset the refused request was about, when it named one.
+        self.dataset = dataset
         super().__init__(self._text())
 
     def _text(self) -> str:
@@ -48,7 +54,7 @@ class ConnectionFailed(LedgerError):
 
 
 class BadRequest(LedgerError):
-    """400/413/415/422: the request was refused as written. ``field`` names what was wrong
+    """400/413/414/415/422/431: the request was refused as written. ``field`` names what was wrong
     (``$.event.noise_multiplier``, ``query.limit``...), ``reason`` why."""
 
     @property
@@ -60,6 +66,11 @@ class BadRequest(LedgerError):
     def reason(self) -> str | None:
         r = self.details.get("reason")
         return r if isinstance(r, str) else None
+
+
+class IdempotencyKeyReused(BadRequest):
+    """422 ``idempotency_key_reused``: the key was used for the same operation and target with
+    a different body."""
 
 
 class Unauthorized(LedgerError):
@@ -92,8 +103,13 @@ class BudgetExceeded(Conflict):
 
     @property
     def ledger(self) -> str | None:
-        v = self.body.get("dataset_id")
-        return v if isinstance(v, str) else None
+        """The ledger that refused: the body's ``dataset_id`` (a block, ``dataset@block``, for
+        a charge over several ledgers), else the dataset charged."""
+        for src in (self.body, self.details):
+            v = src.get("dataset_id")
+            if isinstance(v, str):
+                return v
+        return self.dataset
 
     @property
     def quota(self) -> str | None:
@@ -121,8 +137,27 @@ class BudgetExceeded(Conflict):
         return self._figure("remaining_delta")
 
     @property
+    def reason(self) -> str | None:
+        """Why (``mu``, ``delta``, a quota's...)."""
+        v = self.body.get("reason")
+        return v if isinstance(v, str) else None
+
+    @property
+    def mu_after(self) -> float | None:
+        """μ the dataset would have spent with the unit."""
+        return self._figure("mu_after")
+
+    @property
     def mu_spent(self) -> float | None:
         return self._figure("mu_spent")
+
+    @property
+    def delta_spent(self) -> float | None:
+        return self._figure("delta_spent")
+
+    @property
+    def delta_budget(self) -> float | None:
+        return self._figure("delta_budget")
 
     @property
     def mu_budget(self) -> float | None:
@@ -137,6 +172,16 @@ class RunDoesNotFit(Conflict):
     def _int(self, name: str) -> int | None:
         v = self.details.get(name)
         return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    @property
+    def chunks(self) -> int | None:
+        """The chunks declared."""
+        return self._int("chunks")
+
+    @property
+    def steps(self) -> int | None:
+        """The steps declared."""
+        return self._int("steps")
 
     @property
     def chunks_that_fit(self) -> int | None:
@@ -154,7 +199,12 @@ class RunDoesNotFit(Conflict):
     @property
     def remaining_mu(self) -> float | None:
         v = self.details.get("remaining_mu")
-        return float(v) if isinstance(v, (int, float)) else None
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    @property
+    def remaining_delta(self) -> float | None:
+        v = self.details.get("remaining_delta")
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 class RunComplete(Conflict):
@@ -173,6 +223,14 @@ class UnitReleased(Conflict):
     """409 ``unit_released``: the unit was released."""
 
 
+class NotReserved(Conflict):
+    """409 ``not_reserved``: the unit is not reserved (already committed, say)."""
+
+
+class AlreadyExists(Conflict):
+    """409 ``already_exists``: a dataset with this id exists, with another body."""
+
+
 class RequestTimeout(LedgerError):
     """408: the request took too long to arrive (retried)."""
 
@@ -180,10 +238,12 @@ class RequestTimeout(LedgerError):
 class Overloaded(LedgerError):
     """429/503: the service is busy or its store unavailable (retried, honouring Retry-After)."""
 
-    @property
-    def retry_after(self) -> float | None:
-        v = self.details.get("retry_after_seconds")
-        return float(v) if isinstance(v, (int, float)) else None
+    def __init__(self, message: str, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        if self.retry_after is None:
+            v = self.details.get("retry_after_seconds")
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                self.retry_after = float(v)
 
 
 class ServerError(LedgerError):
@@ -197,10 +257,18 @@ _CONFLICTS: dict[str, type[Conflict]] = {
     "chunk_mismatch": ChunkMismatch,
     "unit_started": UnitStarted,
     "unit_released": UnitReleased,
+    "not_reserved": NotReserved,
+    "already_exists": AlreadyExists,
 }
 
 
-def error_for(status: int, body: Any, request_id: str | None) -> LedgerError:
+def error_for(
+    status: int,
+    body: Any,
+    request_id: str | None,
+    retry_after: float | None = None,
+    dataset: str | None = None,
+) -> LedgerError:
     """The exception for a non-2xx answer: its status, and the error body when there is one."""
     b: dict[str, Any] = body if isinstance(body, dict) else {}
     code = b.get("error") if isinstance(b.get("error"), str) else None
@@ -210,7 +278,9 @@ def error_for(status: int, body: Any, request_id: str | None) -> LedgerError:
     cls: type[LedgerError]
     if status == 409:
         cls = _CONFLICTS.get(code or "", Conflict)
-    elif status in (400, 413, 415, 422):
+    elif status == 422 and code == "idempotency_key_reused":
+        cls = IdempotencyKeyReused
+    elif status in (400, 413, 414, 415, 422, 431):
         cls = BadRequest
     elif status == 401:
         cls = Unauthorized
@@ -227,5 +297,12 @@ def error_for(status: int, body: Any, request_id: str | None) -> LedgerError:
     else:
         cls = LedgerError
     return cls(
-        str(message), status=status, code=code, request_id=rid, details=details, body=b
+        str(message),
+        status=status,
+        code=code,
+        request_id=rid,
+        details=details,
+        body=b,
+        retry_after=retry_after,
+        dataset=dataset,
     )

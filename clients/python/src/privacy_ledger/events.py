@@ -96,12 +96,16 @@ class Gdp:
 
 @dataclass(frozen=True)
 class Zcdp:
-    """A black box known to be ρ-zCDP."""
+    """A black box known to be ρ-zCDP (or (ξ, ρ)-zCDP with ``xi``)."""
 
     rho: float
+    xi: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": "zcdp", "rho": self.rho}
+        out: dict[str, Any] = {"type": "zcdp", "rho": self.rho}
+        if self.xi is not None:
+            out["xi"] = self.xi
+        return out
 
 
 @dataclass(frozen=True)
@@ -120,13 +124,13 @@ class PoissonSampled:
     """``event`` on a Poisson subsample: each record in with probability sampling_rate."""
 
     sampling_rate: float
-    event: "Event"
+    event: "EventLike"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "type": "poisson_sampled",
             "sampling_rate": self.sampling_rate,
-            "event": self.event.to_json(),
+            "event": to_json(self.event),
         }
 
 
@@ -136,14 +140,14 @@ class SampledWithoutReplacement:
 
     sample_size: int
     population_size: int
-    event: "Event"
+    event: "EventLike"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "type": "sampled_without_replacement",
             "sample_size": self.sample_size,
             "population_size": self.population_size,
-            "event": self.event.to_json(),
+            "event": to_json(self.event),
         }
 
 
@@ -152,20 +156,20 @@ class SelfComposed:
     """``event`` run ``count`` times."""
 
     count: int
-    event: "Event"
+    event: "EventLike"
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": "self_composed", "count": self.count, "event": self.event.to_json()}
+        return {"type": "self_composed", "count": self.count, "event": to_json(self.event)}
 
 
 @dataclass(frozen=True)
 class Composed:
     """Each event run in turn."""
 
-    events: tuple["Event", ...]
+    events: tuple["EventLike", ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": "composed", "events": [e.to_json() for e in self.events]}
+        return {"type": "composed", "events": [to_json(e) for e in self.events]}
 
 
 Event = Union[
@@ -207,9 +211,52 @@ def _num(x: Any) -> Any:
     return x.item() if hasattr(x, "item") else x
 
 
+#: dp_accounting classes with a counterpart: (our type, {their field: our field}).
+_DP_EVENTS: dict[str, tuple[str, dict[str, str]]] = {
+    "GaussianDpEvent": ("gaussian", {"noise_multiplier": "noise_multiplier"}),
+    "LaplaceDpEvent": ("laplace", {"noise_multiplier": "noise_multiplier"}),
+    "DiscreteLaplaceDpEvent": (
+        "discrete_laplace",
+        {"noise_parameter": "noise_parameter", "sensitivity": "sensitivity"},
+    ),
+    "DiscreteGaussianDpEvent": ("discrete_gaussian", {"sigma": "sigma", "sensitivity": "sensitivity"}),
+    "RandomizedResponseDpEvent": (
+        "randomized_response",
+        {"noise_parameter": "noise_parameter", "num_buckets": "num_buckets"},
+    ),
+    "EpsilonDeltaDpEvent": ("epsilon_delta", {"epsilon": "epsilon", "delta": "delta"}),
+    "ZCDpEvent": ("zcdp", {"rho": "rho", "xi": "xi"}),
+    "PoissonSampledDpEvent": (
+        "poisson_sampled",
+        {"sampling_probability": "sampling_rate", "event": "event"},
+    ),
+    "SampledWithoutReplacementDpEvent": (
+        "sampled_without_replacement",
+        {"source_dataset_size": "population_size", "sample_size": "sample_size", "event": "event"},
+    ),
+    "SelfComposedDpEvent": ("self_composed", {"event": "event", "count": "count"}),
+    "ComposedDpEvent": ("composed", {"events": "events"}),
+    "NoOpDpEvent": ("composed", {}),
+}
+
+
+def _fields(e: Any) -> list[str]:
+    """The fields of a dp_accounting event (an attrs class; a dataclass or namedtuple in other
+    versions)."""
+    attrs = getattr(type(e), "__attrs_attrs__", None)
+    if attrs is not None:
+        return [a.name for a in attrs]
+    dc = getattr(type(e), "__dataclass_fields__", None)
+    if isinstance(dc, dict):
+        return list(dc)
+    nt = getattr(type(e), "_fields", None)
+    return list(nt) if isinstance(nt, tuple) else []
+
+
 def _from_dp_event(e: Any) -> dict[str, Any]:
-    """A dp_accounting ``DpEvent`` in the service's form (by class name, so dp_accounting is
-    imported only by the caller)."""
+    """A dp_accounting ``DpEvent`` in the service's form, by class name (dp_accounting is never
+    imported here). Fails closed: an unknown class, or a field this client does not know (a
+    newer dp_accounting's), is a ``TypeError`` rather than a guess."""
     name = type(e).__name__
     mod = type(e).__module__ or ""
     if not mod.startswith("dp_accounting"):
@@ -217,39 +264,30 @@ def _from_dp_event(e: Any) -> dict[str, Any]:
             f"not an event: {name} (give a privacy_ledger.events type, a dict in the "
             "service's JSON form, or a dp_accounting DpEvent)"
         )
-    simple: dict[str, tuple[str, tuple[str, ...]]] = {
-        "GaussianDpEvent": ("gaussian", ("noise_multiplier",)),
-        "LaplaceDpEvent": ("laplace", ("noise_multiplier",)),
-        "DiscreteLaplaceDpEvent": ("discrete_laplace", ("noise_parameter", "sensitivity")),
-        "DiscreteGaussianDpEvent": ("discrete_gaussian", ("sigma", "sensitivity")),
-        "RandomizedResponseDpEvent": ("randomized_response", ("noise_parameter", "num_buckets")),
-        "EpsilonDeltaDpEvent": ("epsilon_delta", ("epsilon", "delta")),
-        "ZCDpEvent": ("zcdp", ("rho",)),
-    }
-    if name in simple:
-        tag, fields = simple[name]
-        return {"type": tag, **{f: _num(getattr(e, f)) for f in fields}}
-    if name == "PoissonSampledDpEvent":
-        return {
-            "type": "poisson_sampled",
-            "sampling_rate": _num(e.sampling_probability),
-            "event": _from_dp_event(e.event),
-        }
-    if name == "SampledWithoutReplacementDpEvent":
-        return {
-            "type": "sampled_without_replacement",
-            "sample_size": _num(e.sample_size),
-            "population_size": _num(e.source_dataset_size),
-            "event": _from_dp_event(e.event),
-        }
-    if name == "SelfComposedDpEvent":
-        return {"type": "self_composed", "count": _num(e.count), "event": _from_dp_event(e.event)}
-    if name == "ComposedDpEvent":
-        return {"type": "composed", "events": [_from_dp_event(x) for x in e.events]}
-    raise TypeError(
-        f"dp_accounting's {name} has no counterpart in the service (a NoOp, NonPrivate or "
-        "Unsupported event cannot be accounted)"
-    )
+    if name not in _DP_EVENTS:
+        raise TypeError(
+            f"dp_accounting's {name} has no counterpart in the service (supported: "
+            f"{', '.join(_DP_EVENTS)}; NonPrivate and Unsupported events cannot be accounted)"
+        )
+    tag, names = _DP_EVENTS[name]
+    out: dict[str, Any] = {"type": tag}
+    if name == "NoOpDpEvent":
+        out["events"] = []
+    for f in _fields(e):
+        v = getattr(e, f)
+        if name == "DiscreteGaussianDpEvent" and f == "dimension":
+            if v is not None and _num(v) != 1:
+                raise TypeError(f"{name}.dimension must be None or 1 (got {v!r})")
+            continue
+        if f not in names:
+            raise TypeError(f"dp_accounting's {name} has a field {f!r} this client does not know")
+        if f == "event":
+            out[names[f]] = _from_dp_event(v)
+        elif f == "events":
+            out[names[f]] = [_from_dp_event(x) for x in v]
+        elif v is not None:
+            out[names[f]] = _num(v)
+    return out
 
 
 def events_json(events: Sequence[EventLike]) -> list[dict[str, Any]]:

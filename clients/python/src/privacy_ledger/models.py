@@ -107,10 +107,15 @@ class RunInfo:
     next_chunk: int | None
     steps_taken: int
     run_mu: float
+    run_delta: float
     run_mu_as_one_unit: float | None
     chunk_mu: float | None
+    chunk_delta: float | None
     mu_used: float
+    delta_used: float
     mu_to_finish: float
+    delta_to_finish: float
+    reserved: bool
     warnings: tuple[RunWarning, ...]
     label: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
@@ -126,10 +131,15 @@ class RunInfo:
             next_chunk=_i(d, "next_chunk"),
             steps_taken=_i(d, "steps_taken") or 0,
             run_mu=_f(d, "run_mu") or 0.0,
+            run_delta=_f(d, "run_delta") or 0.0,
             run_mu_as_one_unit=_f(d, "run_mu_as_one_unit"),
             chunk_mu=_f(_d(d, "chunk_unit"), "mu"),
+            chunk_delta=_f(_d(d, "chunk_unit"), "delta"),
             mu_used=_f(d, "mu_used") or 0.0,
+            delta_used=_f(d, "delta_used") or 0.0,
             mu_to_finish=_f(d, "mu_to_finish") or 0.0,
+            delta_to_finish=_f(d, "delta_to_finish") or 0.0,
+            reserved=d.get("reserved") is True,
             warnings=tuple(
                 RunWarning(
                     code=_s(w, "code") or "",
@@ -154,23 +164,41 @@ class Chunk:
     steps: int
     charge: Charge
 
+    @property
+    def charge_id(self) -> str:
+        """The unit the chunk was charged as."""
+        return self.charge.id
+
+    @property
+    def mu_after(self) -> float | None:
+        """μ the dataset has spent with this chunk."""
+        return self.charge.mu_after
+
 
 @dataclass(frozen=True)
 class Token:
     """A token just made. ``bearer_token`` is the one thing to keep (shown once)."""
 
-    bearer_token: str
+    bearer_token: str = field(repr=False)
     id: str
     name: str
     role: str
     raw: dict[str, Any] = field(repr=False, compare=False)
 
+    created_at: str | None = None
+    expires_at: str | None = None
+
     @classmethod
     def of(cls, d: dict[str, Any]) -> "Token":
+        # The flat answer ({"bearer_token", "id", ...}); older services answered
+        # {"token": {...}, "secret": "pl_..."}.
+        t = _d(d, "token") if isinstance(d.get("token"), dict) else d
         return cls(
-            bearer_token=_s(d, "bearer_token") or "",
-            id=_s(d, "id") or "",
-            name=_s(d, "name") or "",
-            role=_s(d, "role") or "",
+            bearer_token=_s(d, "bearer_token") or _s(d, "secret") or "",
+            id=_s(t, "id") or "",
+            name=_s(t, "name") or "",
+            role=_s(t, "role") or "",
             raw=d,
+            created_at=_s(t, "created_at"),
+            expires_at=_s(t, "expires_at"),
         )
