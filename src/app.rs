@@ -94,6 +94,59 @@ fn describe_metrics() {
         "Time of a SQLite group's COMMIT alone (WAL writes and fsync)"
     );
     describe_gauge!(
+        "privacy_ledger_budget_used_ratio",
+        "Share of the dataset's budget used in the filter's own terms: max((mu spent/mu budget)^2, delta spent/delta budget); 1 when exhausted (above 1 only after the budget was lowered below the spending)"
+    );
+    describe_gauge!("privacy_ledger_budget_mu", "The dataset's budget mu_B");
+    describe_gauge!(
+        "privacy_ledger_budget_remaining_mu",
+        "The largest mu a further unit on the dataset can have: sqrt(mu_B^2 - sum mu_i^2), rounded down"
+    );
+    describe_gauge!(
+        "privacy_ledger_budget_remaining_delta",
+        "delta_B - sum delta_i on the dataset, rounded down"
+    );
+    describe_gauge!(
+        "privacy_ledger_budget_units",
+        "Units counted by the dataset's filter (reserved ones included, released ones not)"
+    );
+    describe_gauge!(
+        "privacy_ledger_budget_reserved_units",
+        "Units reserved on the dataset and not yet committed or released"
+    );
+    describe_gauge!(
+        "privacy_ledger_budget_exhausted",
+        "1 when nothing more that spends mu can be charged on the dataset"
+    );
+    describe_gauge!(
+        "privacy_ledger_budget_days_left",
+        "Days until the dataset's budget is used at the rate of the last 7 days' units (+Inf: nothing spent in that time); a forecast, every charge is still gated"
+    );
+    describe_gauge!(
+        "privacy_ledger_budget_gauges_truncated",
+        "1 when there are more datasets than the budget gauges cover (the first 500 by id)"
+    );
+    describe_gauge!(
+        "privacy_ledger_quota_used_ratio",
+        "Share of a quota (holder *: the unallocated share) used, in the filter's terms"
+    );
+    describe_gauge!(
+        "privacy_ledger_quota_remaining_mu",
+        "The largest mu a further unit charged to the quota can have"
+    );
+    describe_gauge!(
+        "privacy_ledger_blocks_used_ratio_max",
+        "A partitioned dataset: the largest used share over its blocks (the first 400 by name)"
+    );
+    describe_gauge!(
+        "privacy_ledger_blocks_exhausted",
+        "A partitioned dataset: blocks exhausted (of the first 400 by name)"
+    );
+    describe_gauge!(
+        "privacy_ledger_blocks",
+        "A partitioned dataset: blocks with a ledger (counted up to 400)"
+    );
+    describe_gauge!(
         "privacy_ledger_sqlite_wal_frames",
         "Frames in the SQLite write-ahead log at the last checkpoint"
     );

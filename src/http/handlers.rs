@@ -460,6 +460,38 @@ pub async fn list_blocks(
     ))
 }
 
+/// The dataset's headline: the share of the budget used in the filter's own terms (stated
+/// plainly), what is left in μ and in ε at a δ, how many more units like the last committed one fit,
+/// the runs in progress and what they need, the caller's own share, and when the budget runs out
+/// at the last 7 days' rate. A partitioned dataset's: of the tightest block of a range (`from`
+/// and `to`, or `blocks`; else of the latest charged blocks), with every block's used share.
+#[utoipa::path(get, path = "/v1/datasets/{id}/headline", tag = "reports",
+    params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
+           ("delta" = Option<f64>, Query, description = "δ of the ε figures, in (0, 1) (default 1e-5)", minimum = 0, maximum = 1),
+           ("from" = Option<String>, Query, description = "Partitioned: range start (RFC 3339), with `to`", format = DateTime),
+           ("to" = Option<String>, Query, description = "Partitioned: range end, exclusive (RFC 3339), with `from`", format = DateTime),
+           ("blocks" = Option<String>, Query, description = "Partitioned: comma-separated block names (instead of a time range)")),
+    responses((status = 200, description = "The headline", body = crate::ledger::headline::Headline),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn get_headline(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<crate::ledger::headline::Headline>> {
+    unknown_params(&q, &["delta", "from", "to", "blocks"])?;
+    let delta = input::headline_delta(&q)?;
+    let sel = crate::ledger::partition::BlockSelector::from_query(
+        q.get("from").map(String::as_str),
+        q.get("to").map(String::as_str),
+        q.get("blocks").map(String::as_str),
+    )
+    .map_err(|e| ApiError::invalid_param(&e.path.replacen('$', "query", 1), e.reason))?;
+    Ok(Json(s.ledgers.headline(&caller.0, &id, delta, sel).await?))
+}
+
 /// Declare a named partition of a dataset (admins of the dataset): a charge may name it only once
 /// it is declared, so nobody mints a fresh budget for records by reading them under a new name.
 /// 201 when declared, 200 when it was already.
@@ -530,8 +562,11 @@ pub async fn preview_charge(
     Ok(Json(s.ledgers.preview(&caller.0, &id, req).await?))
 }
 
-/// The privacy report of a dataset: μ with bracket and regret, ε(δ), δ(ε), advantage, the
-/// trade-off curve, the Tier-II table and the CLT estimate (approximate).
+/// The guarantee of a dataset's budget: every figure is the ledger's statement G_μ ⊗ f_{0,δ} at the
+/// budget's high-water mark, which holds for the whole adaptive interaction (μ with bracket and
+/// regret, ε(δ), δ(ε), advantage, the trade-off curve, the Tier-II table and the CLT estimate,
+/// approximate). What was spent is beside it (`mu_spent`, `delta_spent`, `units`: budget use, not
+/// a guarantee), with the exact composition labelled as valid only for a sequence fixed in advance.
 #[utoipa::path(get, path = "/v1/datasets/{id}/report", tag = "reports",
     params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193),
            ("deltas" = Option<String>, Query, description = "Comma-separated δ values for ε(δ), each in [0, 1] (no spaces; written like 0.05, 1 or 1e-5)"),
@@ -658,6 +693,7 @@ pub async fn metrics(caller: Caller, State(s): State<AppState>) -> ApiResult<imp
     // Metrics are labelled by dataset: global readers only.
     caller.0.principal.may(Action::Read)?;
     super::process_metrics().collect();
+    s.ledgers.refresh_budget_gauges().await?;
     Ok((
         [(
             axum::http::header::CONTENT_TYPE,

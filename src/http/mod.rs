@@ -279,7 +279,7 @@ pub(crate) fn json_body(bytes: &[u8]) -> Result<serde_json::Value, ApiError> {
     tags(
         (name = "datasets", description = "Datasets and their budgets"),
         (name = "charges", description = "The budget gate: charge, preview, ledger"),
-        (name = "reports", description = "What was spent, in the research's terms"),
+        (name = "reports", description = "The budget's guarantee and what was spent, each named, in the research's terms"),
         (name = "accountant", description = "Stateless accounting"),
         (name = "access", description = "Tokens, grants, quotas and the audit log"),
         (name = "operations", description = "Health and readiness")
@@ -295,6 +295,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::create_charge, handlers::list_charges))
         .routes(routes!(handlers::create_multi_charge))
         .routes(routes!(handlers::list_blocks))
+        .routes(routes!(handlers::get_headline))
         .routes(routes!(handlers::declare_block))
         .routes(routes!(handlers::preview_charge))
         .routes(routes!(handlers::start_charge))

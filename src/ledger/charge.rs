@@ -322,6 +322,7 @@ impl Ledgers {
             };
             let body = super::views::ChargeCreated {
                 charge: charge.clone(),
+                remaining: super::views::Remaining::after(&gate, &after, share_after.as_ref()),
                 report,
             };
             let body = serde_json::to_value(&body).map_err(super::error::internal)?;

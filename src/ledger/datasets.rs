@@ -29,13 +29,16 @@ impl Ledgers {
     ) -> Result<(DatasetView, bool), LedgerError> {
         actor.principal.may(Action::Administer)?;
         let f = FilterState::empty();
-        let row = empty_row(
-            d.id.clone(),
-            d.description,
-            d.neighboring_relation.as_str(),
-            (d.budget, d.grid_step, d.cap),
-            Some(d.request_hash.clone()),
-        );
+        let row = DatasetRow {
+            budget_target: d.target.map(|t| json_of(&t)),
+            ..empty_row(
+                d.id.clone(),
+                d.description,
+                d.neighboring_relation.as_str(),
+                (d.budget, d.grid_step, d.cap),
+                Some(d.request_hash.clone()),
+            )
+        };
         let state = Composition::new(d.neighboring_relation, d.grid_step).to_bytes();
         let partitioning = d
             .partitioning
@@ -162,6 +165,7 @@ impl Ledgers {
                 let ts = now();
                 let mut after = row.clone();
                 (after.budget_mu, after.budget_delta) = (budget.mu(), budget.delta());
+                after.budget_target = patch.target.map(|t| json_of(&t));
                 // The high-water mark never moves down: lowering restricts what may be spent from
                 // now on, not what was possible before.
                 (after.mu_max, after.delta_max) = (
@@ -192,6 +196,7 @@ impl Ledgers {
                             .after(&budget)
                             .done(),
                     ),
+                    budget_target: Some(after.budget_target.clone()),
                     ..unchanged(&row, &f, ts)
                 };
                 Ok(write::Plan::Append {
@@ -351,4 +356,9 @@ impl Ledgers {
         }
         Ok(row)
     }
+}
+
+/// A budget target as stored (`datasets.budget_target`).
+fn json_of(t: &super::budget::BudgetTarget) -> String {
+    serde_json::to_string(t).expect("a target of finite numbers serialises")
 }

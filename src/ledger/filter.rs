@@ -250,6 +250,45 @@ pub trait Limit {
         Some(k.max(0.0) as u64)
     }
 
+    /// The share of the limit used, in the filter's own terms: the larger of Σμᵢ²/μ² and Σδᵢ/δ
+    /// (the filter adds μᵢ² and δᵢ, so the used and the remaining shares add up to the whole:
+    /// spent μ² + remaining μ² = μ_B²). Each quotient rounded up (its numerator is a sum rounded
+    /// up, its denominator rounded down). A part within the gate's tolerance above 1 is 1: the gate
+    /// compares with the limit widened by [`GATE_TOLERANCE`], so that spending is the limit used
+    /// exactly, and showing it above 100 % would report an overdraft that did not happen (the
+    /// guarantee, [`Limit::guarantee`], includes the tolerance). Above 1 only when the limit was
+    /// lowered below what had been spent. A zero limit is used up (1) once anything is spent
+    /// from it.
+    fn used(&self, s: &FilterState) -> f64 {
+        let part = |spent: f64, limit: f64, widened: f64| {
+            if spent <= 0.0 {
+                0.0
+            } else if limit <= 0.0 {
+                1.0
+            } else {
+                let r = rounding::div_up(spent, limit);
+                if r > 1.0 && spent <= widened {
+                    1.0
+                } else {
+                    r
+                }
+            }
+        };
+        let (mu, delta) = self.figures();
+        let mu_part = part(
+            s.mu_sq,
+            rounding::mul_down(mu, mu),
+            rounding::mul_down(self.mu_limit(), self.mu_limit()),
+        );
+        mu_part.max(part(s.delta, delta, self.delta_limit()))
+    }
+
+    /// Nothing more that spends μ can be charged: the limit is used ([`Limit::used`] ≥ 1) or
+    /// no μ is left (a zero share).
+    fn exhausted(&self, s: &FilterState) -> bool {
+        self.used(s) >= 1.0 || self.remaining_mu(s) <= 0.0
+    }
+
     /// δ_B − Σδᵢ (rounded down, at least 0).
     fn remaining_delta(&self, s: &FilterState) -> f64 {
         rounding::sub_down(self.figures().1, s.delta).max(0.0)
@@ -457,6 +496,45 @@ mod tests {
 
     fn cert(mu: f64, delta: f64) -> Certificate {
         Certificate::new(mu, delta).unwrap()
+    }
+
+    /// A budget spent exactly (as the gate admits it, rounding up every sum) reads as 100 %,
+    /// never above: one unit of μ_B; units of μ_B/√k for k = 2, 3, 7, 10 and 1000 (μ_B/√k rounded
+    /// *up*, so the stored sum is above μ_B² by the roundings); the δ part alike. Half spent reads
+    /// as a quarter in μ² terms when μ is half the budget's. Lowering the budget below the
+    /// spending reads above 1: that overdraft happened.
+    #[test]
+    fn an_exactly_spent_budget_is_used_to_one_and_not_above() {
+        for (mu_b, delta_b) in [(1.0, 1e-10), (3.0, 1e-6), (0.37, 1e-8), (1e3, 1e-12)] {
+            let b = budget(mu_b, delta_b);
+            for k in [1u32, 2, 3, 7, 10, 1000] {
+                let each = rounding::up(mu_b / f64::from(k).sqrt(), 4.0 * f64::EPSILON);
+                let c = cert(each, delta_b / f64::from(k));
+                let mut s = FilterState::empty();
+                for _ in 0..k {
+                    match b.admits(&s, &c) {
+                        Admission::Admitted(n) => s = n,
+                        r => panic!("{k} units of {each} on {mu_b}: {r:?}"),
+                    }
+                }
+                assert!(s.mu_sq() > 0.0);
+                assert_eq!(b.used(&s), 1.0, "{k} units of {each} on {mu_b}: {s:?}");
+                assert!(b.exhausted(&s));
+            }
+            let half = FilterState::empty().with(&cert(mu_b / 2.0, 0.0));
+            let u = b.used(&half);
+            assert!((0.25..0.25 * (1.0 + 1e-12)).contains(&u), "{u}");
+            assert!(!b.exhausted(&half));
+        }
+        // The budget lowered to half of what was spent: 4 times its μ².
+        let s = FilterState::empty().with(&cert(2.0, 0.0));
+        let u = budget(1.0, 1e-10).used(&s);
+        assert!((4.0..4.0 * (1.0 + 1e-12)).contains(&u), "{u}");
+        // Nothing spent: 0; a zero share is exhausted without spending.
+        assert_eq!(budget(1.0, 1e-10).used(&FilterState::empty()), 0.0);
+        let zero = QuotaShare::new(0.0, 0.0).unwrap();
+        assert_eq!(zero.used(&FilterState::empty()), 0.0);
+        assert!(zero.exhausted(&FilterState::empty()));
     }
 
     fn gate(mu_b: f64, delta_b: f64, spent: Option<Certificate>) -> Gate {

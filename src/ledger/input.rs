@@ -54,6 +54,8 @@ pub struct NewDataset {
     /// Blocks with a budget each (the `budget` is then every block's), or none.
     pub partitioning: Option<super::partition::Partitioning>,
     pub budget: Budget,
+    /// The (ε, δ) target the budget was converted from, when given so.
+    pub target: Option<super::budget::BudgetTarget>,
     /// A cap no budget may ever pass (fixed here, immutable): with it, the ledger's statement
     /// at the cap holds however the budget is changed.
     pub cap: Option<Budget>,
@@ -72,7 +74,7 @@ impl NewDataset {
         let (i, p) = f.required("id")?;
         let id = dataset_id(json::string(i, &p)?, &p)?;
         let (b, p) = f.required("budget")?;
-        let budget = Budget::from_json(b, &p)?;
+        let (budget, target) = super::budget::given_from_json(b, &p)?;
         let cap = match f.optional("cap") {
             None => None,
             Some((x, p)) => {
@@ -131,6 +133,7 @@ impl NewDataset {
             id,
             partitioning,
             budget,
+            target,
             cap,
             neighboring_relation,
             description,
@@ -155,6 +158,8 @@ pub fn relation(v: &Value, p: &JsonPath) -> Result<NeighboringRelation, InputErr
 #[derive(Debug, Clone, PartialEq)]
 pub struct BudgetPatch {
     pub budget: Budget,
+    /// The (ε, δ) target the budget was converted from, when given so.
+    pub target: Option<super::budget::BudgetTarget>,
     pub idempotency_key: Option<String>,
     pub request_hash: String,
 }
@@ -164,10 +169,11 @@ pub fn budget_patch(v: &Value, idempotency_key: Option<String>) -> Result<Budget
     let root = JsonPath::root();
     let mut f = Fields::new(v, &root)?;
     let (b, p) = f.required("budget")?;
-    let budget = Budget::from_json(b, &p)?;
+    let (budget, target) = super::budget::given_from_json(b, &p)?;
     f.finish()?;
     Ok(BudgetPatch {
         budget,
+        target,
         idempotency_key,
         request_hash: request_hash("budget", v),
     })
@@ -865,6 +871,20 @@ pub fn report_query(q: &HashMap<String, String>) -> Result<ReportOptions, InputE
         );
     }
     Ok(o)
+}
+
+/// `GET /v1/datasets/{id}/headline?delta=`: the δ of its ε figures, in (0, 1).
+pub fn headline_delta(q: &HashMap<String, String>) -> Result<Option<f64>, InputError> {
+    let Some(v) = q.get("delta") else {
+        return Ok(None);
+    };
+    match v.parse::<f64>() {
+        Ok(d) if d > 0.0 && d < 1.0 => Ok(Some(d)),
+        _ => Err(query_error(
+            "query.delta".into(),
+            format!("must be a number in (0, 1) (written like 1e-5), got {v:?}"),
+        )),
+    }
 }
 
 /// `points` α values: half log-spaced over [1e-10, 1e-2), half evenly over [1e-2, 1].

@@ -37,6 +37,8 @@ pub mod dashboard;
 mod datasets;
 mod error;
 pub mod filter;
+mod gauges;
+pub mod headline;
 pub mod input;
 mod kept;
 pub mod keys;
@@ -123,6 +125,8 @@ pub struct Ledgers {
     /// Datasets known to hold no idempotency key stored before scoping (every key written since
     /// is scoped, so the answer never changes back): their gate inputs skip that query.
     no_legacy_keys: Mutex<std::collections::HashSet<String>>,
+    /// When the budget gauges were last set ([`gauges`]).
+    gauges_at: Mutex<Option<std::time::Instant>>,
 }
 
 /// Bytes of kept partitionings: 1 MiB.
@@ -151,6 +155,7 @@ impl Ledgers {
             runs: Mutex::new(ByteCache::new(runs::RUN_CACHE_BYTES)),
             created: partition::CreationLimit::default(),
             no_legacy_keys: Mutex::new(std::collections::HashSet::new()),
+            gauges_at: Mutex::new(None),
         }
     }
 

@@ -61,6 +61,8 @@ pub struct LedgerCharge {
     pub delta_spent: f64,
     pub remaining_mu: f64,
     pub remaining_delta: f64,
+    /// What is left of this ledger's budget and of the share that paid, after the charge.
+    pub remaining: super::views::Remaining,
     /// Whether this charge created the ledger (a block's first charge).
     pub created: bool,
     /// The event charged on this ledger, when its dataset named its own (`datasets[i].event`).
@@ -112,6 +114,9 @@ pub struct BlockView {
     pub delta_spent: f64,
     pub remaining_mu: f64,
     pub remaining_delta: f64,
+    /// The share of the block's budget used (as a dataset's `used_fraction`).
+    pub used_fraction: f64,
+    pub exhausted: bool,
     pub units: i64,
 }
 
@@ -159,7 +164,9 @@ struct Part {
 
 /// The first row of block `name` of `parent`: the dataset's per-block budget, relation and grid.
 fn block_template(parent: &DatasetRow, name: &str) -> Result<DatasetRow, LedgerError> {
-    Ok(super::rows::empty_row(
+    // The per-block budget as it was given (an (ε, δ) target stays the block's).
+    let budget_target = parent.budget_target.clone();
+    let row = super::rows::empty_row(
         partition::block_id(&parent.id, name),
         format!("block {name} of {}", parent.id),
         &parent.neighboring_relation,
@@ -169,7 +176,11 @@ fn block_template(parent: &DatasetRow, name: &str) -> Result<DatasetRow, LedgerE
             super::rows::cap_of(parent)?,
         ),
         None,
-    ))
+    );
+    Ok(DatasetRow {
+        budget_target,
+        ..row
+    })
 }
 
 fn invalid(e: crate::accountant::json::InputError) -> LedgerError {
@@ -548,7 +559,7 @@ impl Ledgers {
         let charge_id = uuid::Uuid::now_v7().to_string();
         let mut ledgers = Vec::with_capacity(parts.len());
         for (p, (unit, verdict)) in parts.iter().zip(&gated) {
-            let Verdict::Admitted(after, _) = verdict else {
+            let Verdict::Admitted(after, share_after) = verdict else {
                 unreachable!("every refusal returned above")
             };
             ledgers.push(LedgerCharge {
@@ -564,6 +575,7 @@ impl Ledgers {
                 delta_spent: after.delta(),
                 remaining_mu: p.gate.budget.remaining_mu(after),
                 remaining_delta: p.gate.budget.remaining_delta(after),
+                remaining: super::views::Remaining::after(&p.gate, after, share_after.as_ref()),
                 created: !p.exists,
                 event: p.spec.event.as_ref().map(|e| e.to_json()),
             });
@@ -850,6 +862,8 @@ impl Ledgers {
                 delta_spent: v.delta_spent,
                 remaining_mu: v.remaining_mu,
                 remaining_delta: v.remaining_delta,
+                used_fraction: v.used_fraction,
+                exhausted: v.exhausted,
                 units: v.units,
             })
         };

@@ -50,6 +50,9 @@ pub struct QuotaView {
     /// a unit must fit the dataset's remaining budget as well).
     pub remaining_mu: f64,
     pub remaining_delta: f64,
+    /// The share of the quota used, in the filter's terms (as a dataset's `used_fraction`).
+    pub used_fraction: f64,
+    pub exhausted: bool,
     pub units: i64,
     #[schema(format = DateTime)]
     pub updated_at: String,
@@ -201,7 +204,7 @@ pub(super) fn budget_holds_quotas(
     })
 }
 
-fn quota_view(
+pub(super) fn quota_view(
     budget: &Budget,
     quotas: &[QuotaRow],
     q: &QuotaRow,
@@ -220,6 +223,8 @@ fn quota_view(
         delta_spent: s.delta(),
         remaining_mu: share.remaining_mu(&s),
         remaining_delta: share.remaining_delta(&s),
+        used_fraction: share.used(&s),
+        exhausted: share.exhausted(&s),
         units: s.units(),
         updated_at: q.updated_at.clone(),
     })

@@ -25,6 +25,7 @@ pub(super) fn unchanged(row: &DatasetRow, f: &FilterState, updated_at: String) -
         settle: None,
         quotas: Vec::new(),
         audit: None,
+        budget_target: None,
         updated_at,
     }
 }
@@ -63,6 +64,7 @@ pub(super) fn empty_row(
         // Its creation (or first charge) is audited with its state.
         states_from: Some(0),
         state_seq: 0,
+        budget_target: None,
         created_at: ts.clone(),
         updated_at: ts,
     }

@@ -25,6 +25,11 @@ pub struct DatasetView {
     #[schema(value_type = String)]
     pub neighboring_relation: NeighboringRelation,
     pub budget: Budget,
+    /// How the budget was given, when as an (ε, δ) target: the target and the μ_B, δ_B it was
+    /// converted to (the largest μ_B whose statement, with the gate's tolerance, is (ε, δ)-DP).
+    /// Absent for a budget given in μ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_target: Option<super::budget::BudgetTarget>,
     /// What the ledger states about the whole interaction on it (at the budget's high-water mark,
     /// which lowering the budget never lowers), and when it holds.
     pub statement: Statement,
@@ -36,6 +41,14 @@ pub struct DatasetView {
     pub remaining_mu: f64,
     /// δ_budget − Σδᵢ.
     pub remaining_delta: f64,
+    /// The share of the budget used, in the filter's own terms: the larger of Σμᵢ²/μ_B² and
+    /// Σδᵢ/δ_B (rounded up), so that the used and the remaining shares add up
+    /// (`mu_spent² + remaining_mu² = budget.mu²`). Spending within the gate's tolerance of the
+    /// budget is exactly 1, never above; above 1 only when the budget was lowered below what had
+    /// been spent.
+    pub used_fraction: f64,
+    /// Nothing more that spends μ can be charged: `used_fraction` ≥ 1, or no μ is left.
+    pub exhausted: bool,
     /// Units counted by the filter (each charge or chunk is one unit; reserved ones count, released
     /// ones do not).
     pub units: i64,
@@ -196,11 +209,14 @@ pub(super) fn view(row: &DatasetRow, f: &FilterState) -> Result<DatasetView, Led
         description: row.description.clone(),
         neighboring_relation: relation_of(row)?,
         budget,
+        budget_target: target_of(row, &budget),
         statement: statement_of(row, f)?,
         mu_spent: f.mu(),
         delta_spent: f.delta(),
         remaining_mu: budget.remaining_mu(f),
         remaining_delta: budget.remaining_delta(f),
+        used_fraction: budget.used(f),
+        exhausted: budget.exhausted(f),
         units: f.units(),
         reserved_units: row.reserved.unwrap_or(0),
         exact_composition_mu: row.exact_mu,
@@ -212,6 +228,14 @@ pub(super) fn view(row: &DatasetRow, f: &FilterState) -> Result<DatasetView, Led
         updated_at: row.updated_at.clone(),
         partitioning: None,
     })
+}
+
+/// The row's budget target, when it is still the budget's (a target is written with its budget,
+/// so one that does not match is never shown).
+pub(super) fn target_of(row: &DatasetRow, budget: &Budget) -> Option<super::budget::BudgetTarget> {
+    let t: super::budget::BudgetTarget =
+        serde_json::from_str(row.budget_target.as_deref()?).ok()?;
+    (t.mu == budget.mu() && t.delta_slack == budget.delta()).then_some(t)
 }
 
 pub(super) fn charge_view(e: &EntryRow) -> ChargeView {
@@ -295,12 +319,70 @@ pub struct UnitCurve {
     pub balanced: Option<BalancedPoint>,
 }
 
-/// 201 body of a charge or a run's chunk (and of its replay, 200): the unit as recorded and the
-/// guarantee of the dataset's budget after it. The ledger builds it; the spec describes it.
+/// What is left after a charge: of the ledger's budget, and of the share that paid.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Remaining {
+    /// √(μ_B² − Σμᵢ²) and δ_B − Σδᵢ after the charge (rounded down).
+    pub mu: f64,
+    pub delta: f64,
+    /// The share of the budget used after the charge (as a dataset's `used_fraction`).
+    pub used_fraction: f64,
+    pub exhausted: bool,
+    /// The quota (or unallocated share, `*`) the charge was paid from, when the dataset has
+    /// quotas: what is left of it.
+    pub share: Option<ShareRemaining>,
+}
+
+/// What is left of a share after a charge.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ShareRemaining {
+    pub holder: String,
+    pub mu: f64,
+    pub delta: f64,
+    pub used_fraction: f64,
+    pub exhausted: bool,
+}
+
+impl Remaining {
+    /// What `gate` leaves after admitting a unit: the dataset's state `after`, the share's
+    /// `share_after`.
+    pub fn after(
+        gate: &super::filter::Gate,
+        after: &FilterState,
+        share_after: Option<&FilterState>,
+    ) -> Self {
+        let b = &gate.budget;
+        Remaining {
+            mu: b.remaining_mu(after),
+            delta: b.remaining_delta(after),
+            used_fraction: b.used(after),
+            exhausted: b.exhausted(after),
+            share: gate
+                .share
+                .as_ref()
+                .zip(share_after)
+                .map(|(s, a)| ShareRemaining {
+                    holder: s.holder.clone(),
+                    mu: s.budget.remaining_mu(a),
+                    delta: s.budget.remaining_delta(a),
+                    used_fraction: s.budget.used(a),
+                    exhausted: s.budget.exhausted(a),
+                }),
+        }
+    }
+}
+
+/// 201 body of a charge or a run's chunk (and of its replay, 200): the unit as recorded, what is
+/// left after it, and the guarantee of the dataset's budget (its statement, not what was spent).
+/// The ledger builds it; the spec describes it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ChargeCreated {
     pub charge: ChargeView,
-    /// The guarantee of the dataset's budget after the charge.
+    /// What is left of the budget (and of the share that paid) after the charge.
+    pub remaining: Remaining,
+    /// The guarantee of the dataset's budget: the ledger's statement G_μ ⊗ f_{0,δ} at the budget's
+    /// high-water mark, which holds for the whole interaction. Not what was spent (that is
+    /// `charge.mu_after` and `remaining`).
     #[schema(value_type = schema::ReportWire)]
     pub report: Report,
 }

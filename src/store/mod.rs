@@ -77,7 +77,7 @@
 //! to commit can later take a smaller position. It also keeps dashboard sessions (`sessions`).
 
 /// The schema version this release writes (the last of [`MIGRATIONS`]).
-pub const LATEST: i64 = 12;
+pub const LATEST: i64 = 13;
 
 /// The version-1 schema, in [`MIGRATIONS`]' placeholders (spelt per store by [`migration_sql`]):
 /// every store creates it if absent, then migrates it.
@@ -344,6 +344,13 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_at)",
         ],
     ),
+    (
+        13,
+        &[
+            // How the budget was given, when as an (ε, δ) target (JSON; see `DatasetRow`).
+            "ALTER TABLE datasets ADD COLUMN budget_target TEXT",
+        ],
+    ),
 ];
 
 /// Bytes of one part of a snapshot ([`Store::put_snapshot`]): a write of this size takes SQLite's
@@ -472,6 +479,10 @@ pub struct DatasetRow {
     pub states_from: Option<i64>,
     /// The version the stored snapshot of the exact composition (and `exact_mu`) describes.
     pub state_seq: i64,
+    /// How the budget was given when it was given as an (ε, δ) target (JSON: the target and the
+    /// μ_B, δ_B it was converted to); `None` for a budget given in μ. Written with the budget
+    /// (creation, or the budget change's append) in the same transaction.
+    pub budget_target: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -615,6 +626,8 @@ pub struct DatasetUpdate {
     pub quotas: Vec<QuotaRow>,
     /// The audit record of the change, appended to the dataset's chain in the same transaction.
     pub audit: Option<AuditDraft>,
+    /// A budget change: the row's new `budget_target` (`None`: unchanged).
+    pub budget_target: Option<Option<String>>,
     pub updated_at: String,
 }
 
@@ -636,6 +649,10 @@ impl DatasetUpdate {
             delta_spent: Some(self.delta_spent),
             units: Some(self.units),
             reserved: Some(self.reserved),
+            budget_target: match &self.budget_target {
+                Some(t) => t.clone(),
+                None => row.budget_target.clone(),
+            },
             updated_at: self.updated_at.clone(),
             ..row.clone()
         };

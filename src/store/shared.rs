@@ -188,6 +188,7 @@ where
             statement_unknown: get(self, "statement_unknown")?,
             states_from: get(self, "states_from")?,
             state_seq: get(self, "state_seq")?,
+            budget_target: get(self, "budget_target")?,
             created_at: get(self, "created_at")?,
             updated_at: get(self, "updated_at")?,
         })
@@ -420,7 +421,7 @@ async fn optional<E: Engine, T>(
 }
 
 /// A dataset row's values for [`sql::DATASET_INSERT`] and its if-absent form.
-fn dataset_args<'a>(r: &'a DatasetRow, state: &'a [u8]) -> [Arg<'a>; 25] {
+fn dataset_args<'a>(r: &'a DatasetRow, state: &'a [u8]) -> [Arg<'a>; 26] {
     [
         Arg::from(&r.id),
         Arg::from(&r.description),
@@ -447,6 +448,7 @@ fn dataset_args<'a>(r: &'a DatasetRow, state: &'a [u8]) -> [Arg<'a>; 25] {
         Arg::from(r.states_from),
         Arg::from(&r.created_at),
         Arg::from(&r.updated_at),
+        Arg::from(&r.budget_target),
     ]
 }
 
@@ -543,6 +545,9 @@ async fn append_in<C: Tx>(
         } else {
             StoreError::NotFound
         });
+    }
+    if let Some(t) = &u.budget_target {
+        c.exec(sql::BUDGET_TARGET_SET, args!(t, id)).await?;
     }
     if let Some(st) = &u.settle {
         let settle = args!(&st.to, id, &st.charge_id, &st.from);

@@ -79,13 +79,13 @@ pub const QUOTA_UPSERT: &str = "INSERT INTO quotas (dataset_id, principal, mu, d
     delta_spent = excluded.delta_spent, units = excluded.units, \
     updated_at = excluded.updated_at";
 
-/// A new dataset (25 parameters, in [`super::DatasetRow`]'s order; `mu_spent_lower` repeats
+/// A new dataset (26 parameters, in [`super::DatasetRow`]'s order; `mu_spent_lower` repeats
 /// `mu_spent`, `state` comes after `create_hash`).
 pub const DATASET_INSERT: &str = "INSERT INTO datasets (id, description, \
     neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
     mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
-    mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at) \
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at, \
+    budget_target) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 /// The append's compare-and-swap: every field of [`super::DatasetUpdate`] assigned (what
 /// [`super::DatasetUpdate::applied`] mirrors), the version moved by one, only at the expected
 /// version. The composition's snapshot is not touched ([`SNAPSHOT_SET`]).
@@ -109,9 +109,11 @@ pub const BLOCK_COUNT: &str = "SELECT count(*) FROM datasets WHERE id COLLATE BI
 pub const DATASET_INSERT_IF_ABSENT: &str = "INSERT INTO datasets (id, description, \
     neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
     mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
-    mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at) \
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+    mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at, \
+    budget_target) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
     ON CONFLICT (id) DO NOTHING";
+/// A budget change's new `budget_target`, in the append's transaction.
+pub const BUDGET_TARGET_SET: &str = "UPDATE datasets SET budget_target = ? WHERE id = ?";
 pub const PARTITIONING_SET: &str = "UPDATE datasets SET partitioning = ? WHERE id = ?";
 pub const PARTITIONING_GET: &str = "SELECT partitioning FROM datasets WHERE id = ?";
 /// A start, commit or release: the charge's new status, only from the status the ledger
@@ -146,7 +148,7 @@ macro_rules! dataset_columns {
         "id, description, neighboring_relation, budget_mu, budget_delta, grid_step, version, \
          charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, \
          mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, state_seq, \
-         created_at, updated_at"
+         budget_target, created_at, updated_at"
     };
 }
 macro_rules! entry_columns {

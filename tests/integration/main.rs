@@ -10,6 +10,7 @@ mod connections;
 mod crash;
 mod filter;
 mod gdp_extremes;
+mod headline;
 mod oidc;
 mod outage;
 mod partitions;

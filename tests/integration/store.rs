@@ -39,6 +39,7 @@ fn dataset(id: &str) -> DatasetRow {
         statement_unknown: None,
         states_from: Some(0),
         state_seq: 0,
+        budget_target: Some("{\"epsilon\":1}".into()),
         created_at: "2026-01-01T00:00:00.000Z".into(),
         updated_at: "2026-01-01T00:00:00.000Z".into(),
     }
@@ -86,6 +87,7 @@ fn update(charges: i64, mu: f64) -> DatasetUpdate {
         settle: None,
         quotas: Vec::new(),
         audit: None,
+        budget_target: None,
         updated_at: "2026-01-01T00:00:01.000Z".into(),
     }
 }
@@ -231,6 +233,8 @@ async fn contract(store: Arc<dyn Store>) {
             units: 4,
             reserved,
             quotas,
+            // A budget change's target is written with it; another entry leaves it.
+            budget_target: (n == 0).then(|| Some(format!("{{\"epsilon\":{n}}}"))),
             updated_at: format!("2026-01-02T00:00:0{n}.000Z"),
             ..update(0, 0.0)
         };
