@@ -249,6 +249,9 @@ impl Application {
             rate_burst: 2.0 * cfg.rate_limit_per_second,
         };
         let mut ledgers = Ledgers::new(store).with_admission(cfg.admission());
+        if let Some(alerts) = cfg.alerts()? {
+            ledgers = ledgers.with_alerts(alerts);
+        }
         if let Some(oidc) = cfg.oidc()? {
             let oidc = crate::ledger::oidc::Oidc::new(oidc).await?;
             ledgers = ledgers.with_oidc(Arc::new(oidc));

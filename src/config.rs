@@ -61,6 +61,13 @@ pub struct ServeConfig {
     /// Retry-After. Default: 4 × --max-concurrent-computations.
     #[arg(long, env = "PRIVACY_LEDGER_COMPUTATION_QUEUE")]
     pub computation_queue: Option<usize>,
+    /// POST budget alerts here (a dataset's used share crossing 50, 75, 90 %, or its own
+    /// thresholds, and exhaustion), signed with PRIVACY_LEDGER_ALERT_WEBHOOK_SECRET.
+    #[arg(long, env = "PRIVACY_LEDGER_ALERT_WEBHOOK_URL")]
+    pub alert_webhook_url: Option<String>,
+    /// The alert webhook's signing secret (at least 16 bytes; from the environment only).
+    #[arg(skip = std::env::var("PRIVACY_LEDGER_ALERT_WEBHOOK_SECRET").ok())]
+    pub alert_webhook_secret: Option<String>,
     /// Accept JWTs from this OpenID Connect issuer (its `iss`) as bearer tokens, besides the
     /// service's own tokens; needs --oidc-audience and a key set (--oidc-jwks-file or -url).
     #[arg(long, env = "PRIVACY_LEDGER_OIDC_ISSUER")]
@@ -171,6 +178,7 @@ impl ServeConfig {
             }
         }
         self.oidc()?;
+        self.alerts()?;
         let a = self.admission();
         if !(1..=1024).contains(&a.concurrent) || a.queue > 100_000 {
             return Err(
@@ -216,6 +224,18 @@ impl ServeConfig {
     }
 
     /// The OIDC settings, checked: `None` when no issuer is configured.
+    /// The alert webhook, when configured (a URL needs the secret).
+    pub fn alerts(&self) -> Result<Option<crate::ledger::alerts::AlertConfig>, String> {
+        match (&self.alert_webhook_url, &self.alert_webhook_secret) {
+            (None, _) => Ok(None),
+            (Some(_), None) => Err(
+                "--alert-webhook-url needs PRIVACY_LEDGER_ALERT_WEBHOOK_SECRET (at least 16 bytes) in the environment"
+                    .into(),
+            ),
+            (Some(u), Some(s)) => crate::ledger::alerts::AlertConfig::new(u, s.as_bytes()).map(Some),
+        }
+    }
+
     pub fn oidc(&self) -> Result<Option<crate::ledger::oidc::OidcConfig>, String> {
         use crate::ledger::oidc::{JwksSource, OidcConfig};
         let any = self.oidc_issuer.is_some()

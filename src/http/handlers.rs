@@ -703,6 +703,43 @@ pub async fn metrics(caller: Caller, State(s): State<AppState>) -> ApiResult<imp
     ))
 }
 
+/// A dataset's budget alert rule: the used shares whose crossing is POSTed to the operator's
+/// webhook (default 0.5, 0.75, 0.9; exhaustion always alerts), and those crossed now.
+#[utoipa::path(get, path = "/v1/datasets/{id}/alerts", tag = "datasets",
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193)),
+    responses((status = 200, description = "The rule", body = crate::ledger::alerts::AlertRule),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn get_alerts(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<crate::ledger::alerts::AlertRule>> {
+    Ok(Json(s.ledgers.alert_rule(&caller.0, &id).await?))
+}
+
+/// Set a dataset's alert thresholds (its admins; audited). Where alerts go is the operator's
+/// choice (`--alert-webhook-url`), never a principal's.
+#[utoipa::path(put, path = "/v1/datasets/{id}/alerts", tag = "datasets",
+    params(("id" = String, Path, description = "Dataset id", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193)),
+    request_body = super::wire::AlertRuleWire,
+    responses((status = 200, description = "The rule now", body = crate::ledger::alerts::AlertRule),
+              (status = 403, description = "The caller is not an admin of the dataset", body = ErrorBody),
+              (status = 404, description = "No such dataset", body = ErrorBody),
+              (status = "4XX", description = "Invalid request", body = ErrorBody),
+              (status = 503, description = "Store unavailable", body = ErrorBody)))]
+pub async fn put_alerts(
+    caller: Caller,
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<Value>,
+) -> ApiResult<Json<crate::ledger::alerts::AlertRule>> {
+    let thresholds = crate::ledger::alerts::thresholds_from_json(&body)?;
+    Ok(Json(
+        s.ledgers.set_alert_rule(&caller.0, &id, thresholds).await?,
+    ))
+}
+
 /// A dataset's grants (its admins and auditors).
 #[utoipa::path(get, path = "/v1/datasets/{id}/grants", tag = "access",
     params(("id" = String, Path, description = "Dataset id, or a block's (`dataset@block`)", pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-][A-Za-z0-9._-]{0,63})?$", min_length = 1, max_length = 193)),

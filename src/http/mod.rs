@@ -296,6 +296,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(handlers::create_multi_charge))
         .routes(routes!(handlers::list_blocks))
         .routes(routes!(handlers::get_headline))
+        .routes(routes!(handlers::get_alerts, handlers::put_alerts))
         .routes(routes!(handlers::declare_block))
         .routes(routes!(handlers::preview_charge))
         .routes(routes!(handlers::start_charge))

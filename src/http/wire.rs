@@ -438,6 +438,16 @@ pub struct QuotaRequestWire {
     pub delta: f64,
 }
 
+/// `PUT /v1/datasets/{id}/alerts`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AlertRuleWire {
+    /// Used shares in (0, 1] whose crossing alerts (distinct, at most 10; empty: only
+    /// exhaustion alerts).
+    #[schema(max_items = 10)]
+    pub thresholds: Vec<f64>,
+}
+
 /// `PUT /v1/datasets/{id}/grants/{principal}`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -213,7 +213,11 @@ impl Ledgers {
                     Attempt::Queued(pending, outcome) => {
                         drop(guard);
                         match pending.await {
-                            Ok(_) => return Ok(outcome),
+                            Ok(_) => {
+                                // Durable now: its use against the alert thresholds.
+                                self.alerts.nudge(id);
+                                return Ok(outcome);
+                            }
                             Err(StoreError::VersionConflict | StoreError::DuplicateKey) => {
                                 self.forget(id);
                                 from_cache = false;

@@ -25,6 +25,7 @@
 //!   `reports`, [`dashboard`], [`audit`].
 
 pub mod admission;
+pub mod alerts;
 pub mod audit;
 pub mod auth;
 pub mod budget;
@@ -125,6 +126,8 @@ pub struct Ledgers {
     /// Datasets known to hold no idempotency key stored before scoping (every key written since
     /// is scoped, so the answer never changes back): their gate inputs skip that query.
     no_legacy_keys: Mutex<std::collections::HashSet<String>>,
+    /// Budget alerts to the operator's webhook ([`alerts`]).
+    alerts: Arc<alerts::Alerts>,
     /// When the budget gauges were last set ([`gauges`]).
     gauges_at: Mutex<Option<std::time::Instant>>,
 }
@@ -138,6 +141,7 @@ impl Ledgers {
         let admission = Arc::new(admission::Admission::new(
             admission::AdmissionConfig::default(),
         ));
+        let alerts = alerts::Alerts::new(store.clone(), None);
         Ledgers {
             compositions: compositions::Compositions::new(
                 store.clone(),
@@ -156,7 +160,16 @@ impl Ledgers {
             created: partition::CreationLimit::default(),
             no_legacy_keys: Mutex::new(std::collections::HashSet::new()),
             gauges_at: Mutex::new(None),
+            alerts,
         }
+    }
+
+    /// Sends budget alerts to `config`'s webhook (see [`alerts`]), and sweeps every dataset for
+    /// crossings made by other replicas. Needs a tokio runtime.
+    pub fn with_alerts(mut self, config: alerts::AlertConfig) -> Self {
+        self.alerts = alerts::Alerts::new(self.store.clone(), Some(config));
+        self.alerts.sweep_forever();
+        self
     }
 
     /// Limits heavy accountant work as `config` says (default: see [`admission::AdmissionConfig`]).

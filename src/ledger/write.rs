@@ -247,7 +247,12 @@ impl Ledgers {
             self.keep(&it.id, v, &it.update, &result.clone().map(|()| v + 1));
         }
         match result {
-            Ok(()) => Ok(Landed::Yes),
+            Ok(()) => {
+                for it in items {
+                    self.alerts.nudge(&it.id);
+                }
+                Ok(Landed::Yes)
+            }
             Err(StoreError::DuplicateKey) => {
                 for it in items {
                     if let Some(body) = self.replay(&it.id, key, request_hash).await? {
@@ -411,7 +416,11 @@ impl Ledgers {
         let result = self.store.append(id, version, entry, update).await;
         self.keep(id, version, update, &result);
         match result {
-            Ok(_) => Ok(true),
+            Ok(_) => {
+                // Off this request's path: the ledger's use against its alert thresholds.
+                self.alerts.nudge(id);
+                Ok(true)
+            }
             Err(StoreError::VersionConflict) | Err(StoreError::DuplicateKey) => Ok(false),
             Err(StoreError::NotFound) => Err(LedgerError::NotFound(id.to_owned())),
             Err(e) => Err(e.into()),

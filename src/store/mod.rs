@@ -75,9 +75,14 @@
 //! one advisory lock, in one batch after the largest placed position: only records whose
 //! transaction is older than every running one (`pg_snapshot_xmin`), so nothing that is still
 //! to commit can later take a smaller position. It also keeps dashboard sessions (`sessions`).
+//!
+//! Version 13 adds `datasets.budget_target`: how the budget was given when as an (ε, δ) target,
+//! written with the budget it was converted to. Version 14 adds budget alerts: `alert_rules` (a
+//! dataset's thresholds, when not the default) and `alert_crossings` (thresholds a ledger has
+//! crossed, claimed once across replicas; removed when its use falls back below).
 
 /// The schema version this release writes (the last of [`MIGRATIONS`]).
-pub const LATEST: i64 = 13;
+pub const LATEST: i64 = 14;
 
 /// The version-1 schema, in [`MIGRATIONS`]' placeholders (spelt per store by [`migration_sql`]):
 /// every store creates it if absent, then migrates it.
@@ -349,6 +354,25 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
         &[
             // How the budget was given, when as an (ε, δ) target (JSON; see `DatasetRow`).
             "ALTER TABLE datasets ADD COLUMN budget_target TEXT",
+        ],
+    ),
+    (
+        14,
+        &[
+            // A dataset's alert thresholds (JSON list of used shares), when not the default.
+            "CREATE TABLE IF NOT EXISTS alert_rules (
+                dataset_id TEXT PRIMARY KEY,
+                thresholds TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )",
+            // Thresholds a ledger has crossed (claimed once, by one replica, per crossing; removed
+            // when its use falls back below, so the next crossing alerts again).
+            "CREATE TABLE IF NOT EXISTS alert_crossings (
+                dataset_id TEXT NOT NULL,
+                threshold {F} NOT NULL,
+                crossed_at TEXT NOT NULL,
+                PRIMARY KEY (dataset_id, threshold)
+            )",
         ],
     ),
 ];
@@ -1280,6 +1304,29 @@ pub trait Store: Send + Sync {
     /// Datasets and blocks that must have an audit chain and have none
     /// ([`sql::DATASETS_WITHOUT_CHAIN`]).
     async fn datasets_without_chain(&self) -> Result<Vec<String>, StoreError>;
+    /// A dataset's alert thresholds as stored (JSON), if set.
+    async fn alert_rule(&self, dataset_id: &str) -> Result<Option<String>, StoreError>;
+    /// Sets a dataset's alert thresholds (JSON) with its audit record, in one transaction.
+    async fn set_alert_rule(
+        &self,
+        dataset_id: &str,
+        thresholds: &str,
+        at: &str,
+        audit: &AuditDraft,
+    ) -> Result<(), StoreError>;
+    /// Claims the crossing of `threshold` by ledger `ledger_id`: true for the one caller (of any
+    /// replica) that recorded it, false when it was already recorded.
+    async fn claim_crossing(
+        &self,
+        ledger_id: &str,
+        threshold: f64,
+        at: &str,
+    ) -> Result<bool, StoreError>;
+    /// Forgets the crossings of ledger `ledger_id` above `used` (its use fell back below them):
+    /// how many were forgotten.
+    async fn rearm_crossings(&self, ledger_id: &str, used: f64) -> Result<u64, StoreError>;
+    /// The thresholds ledger `ledger_id` has crossed (and not fallen back below), ascending.
+    async fn crossings(&self, ledger_id: &str) -> Result<Vec<f64>, StoreError>;
     /// The last record of `chain` that states its ledger's state ([`LedgerState`]), if any.
     async fn last_state_audit(&self, chain: &str) -> Result<Option<AuditRecord>, StoreError>;
     /// Whether the database answers.

@@ -134,6 +134,7 @@ pub trait Columns {
     fn text(&self, c: &str) -> Result<String, StoreError>;
     fn opt_text(&self, c: &str) -> Result<Option<String>, StoreError>;
     fn int(&self, c: &str) -> Result<i64, StoreError>;
+    fn float(&self, c: &str) -> Result<f64, StoreError>;
     fn opt_int(&self, c: &str) -> Result<Option<i64>, StoreError>;
     fn bytes(&self, c: &str) -> Result<Vec<u8>, StoreError>;
 }
@@ -317,6 +318,10 @@ where
     }
 
     fn int(&self, c: &str) -> Result<i64, StoreError> {
+        get(self, c)
+    }
+
+    fn float(&self, c: &str) -> Result<f64, StoreError> {
         get(self, c)
     }
 
@@ -1074,6 +1079,59 @@ impl<E: Engine> Store for E {
 
     async fn list_quotas(&self, dataset_id: &str) -> Result<Vec<QuotaRow>, StoreError> {
         all(self, sql::QUOTA_LIST, args!(dataset_id), Columns::quota).await
+    }
+
+    async fn alert_rule(&self, dataset_id: &str) -> Result<Option<String>, StoreError> {
+        optional(self, sql::ALERT_RULE_GET, args!(dataset_id), |r| {
+            r.text("thresholds")
+        })
+        .await
+    }
+
+    async fn set_alert_rule(
+        &self,
+        dataset_id: &str,
+        thresholds: &str,
+        at: &str,
+        audit: &AuditDraft,
+    ) -> Result<(), StoreError> {
+        let (id, t, at, audit) = (
+            dataset_id.to_owned(),
+            thresholds.to_owned(),
+            at.to_owned(),
+            audit.clone(),
+        );
+        self.write(work!(c => {
+            c.exec(sql::ALERT_RULE_SET, args!(&id, &t, &at)).await?;
+            insert_audit(c, &audit).await
+        }))
+        .await
+    }
+
+    async fn claim_crossing(
+        &self,
+        ledger_id: &str,
+        threshold: f64,
+        at: &str,
+    ) -> Result<bool, StoreError> {
+        let (id, at) = (ledger_id.to_owned(), at.to_owned());
+        self.write(work!(c => {
+            Ok(c.exec(sql::CROSSING_CLAIM, args!(&id, threshold, &at)).await? == 1)
+        }))
+        .await
+    }
+
+    async fn rearm_crossings(&self, ledger_id: &str, used: f64) -> Result<u64, StoreError> {
+        let id = ledger_id.to_owned();
+        self.write(work!(c => { c.exec(sql::CROSSING_REARM, args!(&id, used)).await }))
+            .await
+    }
+
+    async fn crossings(&self, ledger_id: &str) -> Result<Vec<f64>, StoreError> {
+        all(self, sql::CROSSING_LIST, args!(ledger_id), |r| {
+            r.float("threshold")
+        })
+        .await
     }
 
     async fn audit(&self, draft: &AuditDraft) -> Result<(), StoreError> {

@@ -112,6 +112,16 @@ pub const DATASET_INSERT_IF_ABSENT: &str = "INSERT INTO datasets (id, descriptio
     mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at, \
     budget_target) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
     ON CONFLICT (id) DO NOTHING";
+pub const ALERT_RULE_GET: &str = "SELECT thresholds FROM alert_rules WHERE dataset_id = ?";
+pub const ALERT_RULE_SET: &str = "INSERT INTO alert_rules (dataset_id, thresholds, updated_at) \
+    VALUES (?, ?, ?) ON CONFLICT (dataset_id) DO UPDATE SET thresholds = excluded.thresholds, \
+    updated_at = excluded.updated_at";
+pub const CROSSING_CLAIM: &str = "INSERT INTO alert_crossings (dataset_id, threshold, crossed_at) \
+    VALUES (?, ?, ?) ON CONFLICT (dataset_id, threshold) DO NOTHING";
+pub const CROSSING_REARM: &str =
+    "DELETE FROM alert_crossings WHERE dataset_id = ? AND threshold > ?";
+pub const CROSSING_LIST: &str =
+    "SELECT threshold FROM alert_crossings WHERE dataset_id = ? ORDER BY threshold";
 /// A budget change's new `budget_target`, in the append's transaction.
 pub const BUDGET_TARGET_SET: &str = "UPDATE datasets SET budget_target = ? WHERE id = ?";
 pub const PARTITIONING_SET: &str = "UPDATE datasets SET partitioning = ? WHERE id = ?";

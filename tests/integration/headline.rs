@@ -369,6 +369,23 @@ async fn metrics_have_budget_gauges_per_dataset_share_and_blocks() {
     assert_eq!(s, StatusCode::OK, "{q}");
     charge(&app, &id, json!({"event": gdp(0.6)})).await;
     charge(&app, &id, json!({"event": gdp(0.1), "reserve": true})).await;
+    // A partitioned dataset with one block spent exactly.
+    let pid = format!("p{}", uuid::Uuid::new_v4().simple());
+    let (s, b) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": pid, "budget": {"mu": 1.0},
+                   "partitioning": {"type": "time", "width": "day", "time_zone": "UTC"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (s, b) = app
+        .post(
+            "/v1/charges",
+            json!({"datasets": [{"id": pid, "blocks": ["2026-11-20"]}], "event": gdp(1.0)}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
     let (s, m) = app.get("/metrics").await;
     assert_eq!(s, StatusCode::OK);
     let text = m.as_str().unwrap();
@@ -406,6 +423,24 @@ async fn metrics_have_budget_gauges_per_dataset_share_and_blocks() {
         &format!("{l},holder=\"alice\""),
     );
     assert_eq!(alice, Some(0.0), "{text}");
+    let pl = format!("dataset=\"{pid}\"");
+    assert_eq!(gauge(text, "privacy_ledger_blocks_used_ratio_max", &pl), Some(1.0));
+    assert_eq!(gauge(text, "privacy_ledger_blocks_exhausted", &pl), Some(1.0));
+    assert_eq!(gauge(text, "privacy_ledger_blocks", &pl), Some(1.0));
+    // Every metric the deploy/ alerting rules and Grafana dashboard use is one the service
+    // serves, with HELP.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let re = regex::Regex::new(r"privacy_ledger_[a-z_]+").unwrap();
+    for file in ["prometheus/privacy-ledger-alerts.yaml", "grafana/privacy-ledger-budgets.json"] {
+        let body = std::fs::read_to_string(root.join(file)).unwrap();
+        for m in re.find_iter(&body) {
+            let name = m.as_str();
+            assert!(
+                text.contains(&format!("# HELP {name} ")),
+                "{file} uses {name}, which /metrics does not serve"
+            );
+        }
+    }
     for name in [
         "privacy_ledger_budget_used_ratio",
         "privacy_ledger_budget_remaining_mu",

@@ -2,6 +2,7 @@
 
 mod access;
 mod accuracy;
+mod alerts;
 mod api;
 mod auth;
 mod cli;

@@ -121,6 +121,46 @@ async fn contract(store: Arc<dyn Store>) {
         Err(StoreError::AlreadyExists)
     );
     assert_eq!(store.get_dataset(&id).await.unwrap().unwrap(), dataset(&id));
+
+    // Alert rules and crossings (on a dataset of their own: its chain gets the rule's records):
+    // a crossing is claimed once; a fall back below re-arms it.
+    let aid = format!("{p}-alerts");
+    store
+        .create_dataset(&dataset(&aid), b"s0", None, None)
+        .await
+        .unwrap();
+    assert_eq!(store.alert_rule(&aid).await.unwrap(), None);
+    store
+        .set_alert_rule(
+            &aid,
+            "[0.5]",
+            "2026-01-01T00:00:00.000Z",
+            &draft(&aid, "alerts.changed"),
+        )
+        .await
+        .unwrap();
+    store
+        .set_alert_rule(
+            &aid,
+            "[0.25,0.5]",
+            "2026-01-01T00:00:01.000Z",
+            &draft(&aid, "alerts.changed"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.alert_rule(&aid).await.unwrap().as_deref(),
+        Some("[0.25,0.5]")
+    );
+    let at = "2026-01-01T00:00:02.000Z";
+    assert!(store.claim_crossing(&aid, 0.5, at).await.unwrap());
+    assert!(!store.claim_crossing(&aid, 0.5, at).await.unwrap());
+    assert!(store.claim_crossing(&aid, 0.25, at).await.unwrap());
+    assert_eq!(store.crossings(&aid).await.unwrap(), vec![0.25, 0.5]);
+    assert_eq!(store.rearm_crossings(&aid, 0.3).await.unwrap(), 1);
+    assert_eq!(store.crossings(&aid).await.unwrap(), vec![0.25]);
+    assert!(store.claim_crossing(&aid, 0.5, at).await.unwrap());
+    assert_eq!(store.rearm_crossings(&aid, 0.0).await.unwrap(), 2);
     assert!(store
         .get_dataset(&format!("{p}-zz"))
         .await
