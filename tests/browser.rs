@@ -113,6 +113,42 @@ async fn seed(url: &str, token: &str) {
         )
         .await;
     }
+    // A budget given as (ε, δ) = (1, 1e-5), spent exactly by one unit of its whole μ_B: 100 %.
+    let survey = call(
+        post.clone(),
+        "/v1/datasets".into(),
+        json!({"id": "survey", "budget": {"epsilon": 1.0, "delta": 1e-5},
+               "description": "Household survey (budget given as epsilon 1, delta 1e-5)"}),
+    )
+    .await;
+    let mu_b = survey["budget"]["mu"].as_f64().unwrap();
+    call(
+        post.clone(),
+        "/v1/datasets/survey/charges".into(),
+        json!({"event": {"type": "gdp", "mu": mu_b}, "label": "all of it"}),
+    )
+    .await;
+    // Daily blocks: the 20th spent exactly (0.6² + 0.8² = 1), the 21st and 22nd partly.
+    call(
+        post.clone(),
+        "/v1/datasets".into(),
+        json!({"id": "events", "budget": {"mu": 1.0},
+               "partitioning": {"type": "time", "width": "day", "time_zone": "UTC"}}),
+    )
+    .await;
+    for (blocks, mu) in [
+        (vec!["2026-11-20", "2026-11-21"], 0.6),
+        (vec!["2026-11-20"], 0.8),
+        (vec!["2026-11-22"], 0.3),
+    ] {
+        call(
+            post.clone(),
+            "/v1/charges".into(),
+            json!({"datasets": [{"id": "events", "blocks": blocks}],
+                   "event": {"type": "gdp", "mu": mu}}),
+        )
+        .await;
+    }
 }
 
 /// chromedriver on a free port.
@@ -310,16 +346,30 @@ async fn the_dashboard_in_a_real_browser() {
         .await
         .unwrap();
     let cards = c.find_all(Locator::Css("li.card")).await.unwrap();
-    assert_eq!(cards.len(), 3);
+    assert_eq!(cards.len(), 5);
     let first = text(&c, "li.card").await;
     assert!(
         first.contains("census-2030") && first.contains("μ spent"),
         "{first}"
     );
     let body = text(&c, "main").await;
-    assert!(body.contains("more units like the last one"), "{body}");
-    assert!(body.contains("no units yet"), "the empty dataset says so");
-    assert_eq!(c.find_all(Locator::Css("svg.ring")).await.unwrap().len(), 3);
+    assert!(
+        body.contains("more units like the last committed one"),
+        "{body}"
+    );
+    assert!(
+        body.contains("no committed unit yet"),
+        "the empty dataset says so"
+    );
+    // The budget spent exactly: 100 %, exhausted, never 100.1 %.
+    assert!(body.contains("Exhausted"), "{body}");
+    // The partitioned dataset's card shows its blocks, not an untouched 0 %.
+    assert!(
+        body.contains("the fullest, 2026-11-20, 100% used; 1 exhausted"),
+        "{body}"
+    );
+    assert!(!body.contains("100.1"), "{body}");
+    assert_eq!(c.find_all(Locator::Css("svg.ring")).await.unwrap().len(), 5);
     fit(&c, 1280, 700).await;
     shot(&c, "datasets").await;
 
@@ -408,8 +458,44 @@ async fn the_dashboard_in_a_real_browser() {
     assert_eq!(units.len(), 5);
     assert!(text(&c, "#units-table").await.contains("reserved"));
     assert!(text(&c, "#quotas").await.contains("ml-team"));
+    // At a glance: the used share stated plainly, what is left in μ and in ε, the forecast.
+    assert!(text(&c, "#used-percent").await.ends_with('%'));
+    assert!(text(&c, "#left").await.contains("ε ≤"));
+    assert!(text(&c, "#budget-epsilon")
+        .await
+        .contains("the whole interaction is (ε ≤"));
+    assert!(text(&c, "#forecast").await.contains("runs out around"));
     fit(&c, 1280, 900).await;
     shot(&c, "dataset").await;
+
+    // The (ε, δ) budget spent exactly, and the calendar of a partitioned dataset.
+    c.goto(&format!("{url}/ui/datasets/survey")).await.unwrap();
+    assert_eq!(text(&c, "#used-percent").await, "100%");
+    assert_eq!(text(&c, "#exhausted").await, "exhausted");
+    assert!(text(&c, "#budget-epsilon")
+        .await
+        .contains("given as ε = 1, δ = 1e-5"));
+    assert!(!text(&c, "main").await.contains("100.1"));
+    c.goto(&format!("{url}/ui/datasets/events")).await.unwrap();
+    let cells = c.find_all(Locator::Css("#calendar li.cell")).await.unwrap();
+    assert_eq!(cells.len(), 3);
+    assert_eq!(
+        c.find_all(Locator::Css("#calendar li.cell.exhausted"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(text(&c, "#h-glance")
+        .await
+        .contains("tightest block 2026-11-20"));
+    fit(&c, 1280, 700).await;
+    shot(&c, "blocks").await;
+    c.goto(&format!("{url}/ui/datasets/cifar10")).await.unwrap();
+    c.wait()
+        .for_element(Locator::Css("#h-curve"))
+        .await
+        .unwrap();
 
     // The log-scale α axis, and a filter on the units table.
     c.find(Locator::LinkText("log"))

@@ -144,13 +144,44 @@ const VERIFY_PAGE: i64 = 1000;
 impl Ledgers {
     /// Audit records by id after `q.after`, filtered. Global admins and auditors read everything;
     /// others must name a dataset on which they are admin or auditor.
-    pub async fn list_audit(
+    /// [`Ledgers::list_audit`] newest first: records below position `before` (`None`: from the
+    /// newest), and the cursor of the next (older) page.
+    pub async fn list_audit_newest(
         &self,
         actor: &Actor,
         q: AuditQuery,
+        before: Option<i64>,
     ) -> Result<(Vec<AuditView>, Option<i64>), LedgerError> {
+        self.may_read_audit(actor, q.dataset_id.as_deref()).await?;
+        let limit = q.limit;
+        let rows = self
+            .store
+            .list_audit_newest(
+                &AuditQuery {
+                    limit: limit + 1,
+                    ..q
+                },
+                before.unwrap_or(i64::MAX),
+            )
+            .await?;
+        let more = rows.len() as i64 > limit;
+        let items: Vec<AuditView> = rows.into_iter().take(limit as usize).map(view).collect();
+        let next = if more {
+            items.last().map(|r| r.id)
+        } else {
+            None
+        };
+        Ok((items, next))
+    }
+
+    /// Whether `actor` may read the audit log (of dataset `dataset`, or all of it).
+    async fn may_read_audit(
+        &self,
+        actor: &Actor,
+        dataset: Option<&str>,
+    ) -> Result<(), LedgerError> {
         if actor.principal.may(Action::Audit).is_err() {
-            match &q.dataset_id {
+            match dataset {
                 Some(id) => self.authorize(actor, id, Action::Audit).await?,
                 None => {
                     return Err(LedgerError::Forbidden(
@@ -161,6 +192,15 @@ impl Ledgers {
                 }
             }
         }
+        Ok(())
+    }
+
+    pub async fn list_audit(
+        &self,
+        actor: &Actor,
+        q: AuditQuery,
+    ) -> Result<(Vec<AuditView>, Option<i64>), LedgerError> {
+        self.may_read_audit(actor, q.dataset_id.as_deref()).await?;
         let limit = q.limit;
         let rows = self
             .store

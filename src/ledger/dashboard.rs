@@ -43,10 +43,26 @@ pub struct DatasetCard {
     pub dataset: DatasetView,
     /// The certificate of the latest unit, if one is among the last entries.
     pub last_unit: Option<Certificate>,
-    /// About how many more units like the last one the budget has room for
+    /// About how many more units like the last committed one the budget has room for
     /// ([`super::filter::Budget::more_like`]).
     pub more_like_last: Option<u64>,
+    /// A partitioned dataset: its blocks at a glance (its own ledger holds nothing).
+    pub blocks: Option<BlocksGlance>,
 }
+
+/// A partitioned dataset's blocks as its card shows them (the first [`CARD_BLOCKS`] by name).
+#[derive(Debug, Clone)]
+pub struct BlocksGlance {
+    pub count: usize,
+    pub exhausted: usize,
+    /// The fullest block and its used share.
+    pub fullest: Option<(String, f64)>,
+    /// Whether there are more blocks than were looked at.
+    pub truncated: bool,
+}
+
+/// Blocks a card looks at.
+pub const CARD_BLOCKS: i64 = 400;
 
 /// Everything a dataset's page shows.
 #[derive(Debug, Clone)]
@@ -63,6 +79,8 @@ pub struct DatasetPage {
     pub quotas: Vec<QuotaView>,
     /// A partitioned dataset's blocks charged so far (the first [`MAX_PAGE_BLOCKS`]).
     pub blocks: Option<super::multi::BlocksView>,
+    /// The API's headline (`GET /v1/datasets/{id}/headline`).
+    pub headline: super::headline::Headline,
 }
 
 /// Blocks a partitioned dataset's page lists.
@@ -121,11 +139,13 @@ impl Ledgers {
                 .store
                 .list_units(&d.id, from, LAST_UNIT_WINDOW + 1)
                 .await?;
+            // The reference is the last committed unit, as the headline's: a reservation does
+            // not swing the count.
             let last = recent
                 .into_iter()
                 .rev()
                 .map(UnitLine::from)
-                .find(|u| u.status != "released")
+                .find(|u| u.status == "committed")
                 .and_then(|u| u.unit);
             cards.push(self.card(d, last).await?);
         }
@@ -156,7 +176,7 @@ impl Ledgers {
         let last = units
             .iter()
             .rev()
-            .find(|u| u.status != "released")
+            .find(|u| u.status == "committed")
             .and_then(|u| u.unit);
         let quotas = self.list_quotas(actor, id).await?;
         let spending = match Certificate::new(report.mu_spent, report.delta_spent) {
@@ -179,7 +199,9 @@ impl Ledgers {
             ),
             None => None,
         };
+        let headline = self.headline(actor, id, None, None).await?;
         Ok(DatasetPage {
+            headline,
             blocks,
             truncated: from > 0,
             card: self.card(dataset, last).await?,
@@ -197,7 +219,36 @@ impl Ledgers {
     ) -> Result<DatasetCard, LedgerError> {
         let row = self.row(&dataset.id).await?;
         let (budget, filter) = (budget_of(&row)?, filter_of(&row)?);
+        // (A listed dataset's view carries no partitioning: read it, kept per process.)
+        let blocks = match self.partitioning_of(&dataset.id).await? {
+            None => None,
+            Some(_) => {
+                let rows = self
+                    .store
+                    .list_blocks(&dataset.id, None, CARD_BLOCKS + 1)
+                    .await?;
+                let truncated = rows.len() as i64 > CARD_BLOCKS;
+                let (mut exhausted, mut fullest) = (0, None::<(String, f64)>);
+                for b in rows.iter().take(CARD_BLOCKS as usize) {
+                    let (bb, bs) = (budget_of(b)?, filter_of(b)?);
+                    let u = bb.used(&bs);
+                    exhausted += usize::from(bb.exhausted(&bs));
+                    if fullest.as_ref().is_none_or(|(_, f)| u > *f) {
+                        let name = super::partition::split_block_id(&b.id)
+                            .map_or(b.id.clone(), |(_, n)| n.to_owned());
+                        fullest = Some((name, u));
+                    }
+                }
+                Some(BlocksGlance {
+                    count: rows.len().min(CARD_BLOCKS as usize),
+                    exhausted,
+                    fullest,
+                    truncated,
+                })
+            }
+        };
         Ok(DatasetCard {
+            blocks,
             more_like_last: last_unit.and_then(|c| budget.more_like(&filter, &c)),
             dataset,
             last_unit,

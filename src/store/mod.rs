@@ -1304,6 +1304,13 @@ pub trait Store: Send + Sync {
     /// Datasets and blocks that must have an audit chain and have none
     /// ([`sql::DATASETS_WITHOUT_CHAIN`]).
     async fn datasets_without_chain(&self) -> Result<Vec<String>, StoreError>;
+    /// Audit records matching `q` (its `after` ignored) with a position below `before`, newest
+    /// first.
+    async fn list_audit_newest(
+        &self,
+        q: &AuditQuery,
+        before: i64,
+    ) -> Result<Vec<AuditRecord>, StoreError>;
     /// A dataset's alert thresholds as stored (JSON), if set.
     async fn alert_rule(&self, dataset_id: &str) -> Result<Option<String>, StoreError>;
     /// Sets a dataset's alert thresholds (JSON) with its audit record, in one transaction.

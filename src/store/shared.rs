@@ -1081,6 +1081,30 @@ impl<E: Engine> Store for E {
         all(self, sql::QUOTA_LIST, args!(dataset_id), Columns::quota).await
     }
 
+    async fn list_audit_newest(
+        &self,
+        q: &AuditQuery,
+        before: i64,
+    ) -> Result<Vec<AuditRecord>, StoreError> {
+        self.place_audit().await?;
+        let args = args!(
+            before,
+            &q.dataset_id,
+            &q.dataset_id,
+            &q.principal,
+            &q.principal,
+            &q.since,
+            &q.since,
+            &q.until,
+            &q.until,
+            &q.action_prefix,
+            &q.action_prefix,
+            &q.action_prefix,
+            q.limit
+        );
+        all(self, sql::AUDIT_QUERY_NEWEST, args, Columns::audit).await
+    }
+
     async fn alert_rule(&self, dataset_id: &str) -> Result<Option<String>, StoreError> {
         optional(self, sql::ALERT_RULE_GET, args!(dataset_id), |r| {
             r.text("thresholds")

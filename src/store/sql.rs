@@ -25,6 +25,13 @@ pub const AUDIT_QUERY: &str = "SELECT pos AS id, chain, seq, at, principal, cred
     FROM audit WHERE pos > ? AND (? IS NULL OR dataset_id = ?) AND (? IS NULL OR principal = ?) \
     AND (? IS NULL OR at >= ?) AND (? IS NULL OR at < ?) \
     AND (? IS NULL OR substr(action, 1, length(?)) = ?) ORDER BY pos LIMIT ?";
+/// [`AUDIT_QUERY`] newest first: placed records before a position (all of them for `before`
+/// = i64::MAX), in descending position order (the dashboard's audit page).
+pub const AUDIT_QUERY_NEWEST: &str = "SELECT pos AS id, chain, seq, at, principal, credential, \
+    action, dataset_id, target, request_id, client, before_value, after_value, prev_hash, hash \
+    FROM audit WHERE pos < ? AND (? IS NULL OR dataset_id = ?) AND (? IS NULL OR principal = ?) \
+    AND (? IS NULL OR at >= ?) AND (? IS NULL OR at < ?) \
+    AND (? IS NULL OR substr(action, 1, length(?)) = ?) ORDER BY pos DESC LIMIT ?";
 /// PostgreSQL: places unplaced records (at most `?`) after the largest position, in id order,
 /// when their transaction is older than every running one (so each has committed and nothing
 /// running can commit a record before it). Run under [`AUDIT_PLACE_LOCK`] in the same

@@ -131,6 +131,7 @@ impl Server {
             .expect("binary starts");
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut first_token = None;
+        let mut skipped = 0;
         let addr: SocketAddr = loop {
             let mut line = String::new();
             out.read_line(&mut line).unwrap();
@@ -141,12 +142,13 @@ impl Server {
                 first_token = Some(t.to_owned());
                 continue;
             }
-            break line
-                .trim()
-                .strip_prefix("listening on ")
-                .unwrap_or_else(|| panic!("unexpected line {line:?}"))
-                .parse()
-                .unwrap();
+            match line.trim().strip_prefix("listening on ") {
+                Some(a) => break a.parse().unwrap(),
+                // A warning logged while starting (a slow migration statement on a busy
+                // database) is not the address line: read on, a bounded number of lines.
+                None if !line.is_empty() && skipped < 100 => skipped += 1,
+                None => panic!("unexpected line {line:?}"),
+            }
         };
         let token = first_token.clone().unwrap_or_else(|| cli_token(db));
         TOKENS

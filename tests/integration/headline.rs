@@ -424,14 +424,23 @@ async fn metrics_have_budget_gauges_per_dataset_share_and_blocks() {
     );
     assert_eq!(alice, Some(0.0), "{text}");
     let pl = format!("dataset=\"{pid}\"");
-    assert_eq!(gauge(text, "privacy_ledger_blocks_used_ratio_max", &pl), Some(1.0));
-    assert_eq!(gauge(text, "privacy_ledger_blocks_exhausted", &pl), Some(1.0));
+    assert_eq!(
+        gauge(text, "privacy_ledger_blocks_used_ratio_max", &pl),
+        Some(1.0)
+    );
+    assert_eq!(
+        gauge(text, "privacy_ledger_blocks_exhausted", &pl),
+        Some(1.0)
+    );
     assert_eq!(gauge(text, "privacy_ledger_blocks", &pl), Some(1.0));
     // Every metric the deploy/ alerting rules and Grafana dashboard use is one the service
     // serves, with HELP.
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
     let re = regex::Regex::new(r"privacy_ledger_[a-z_]+").unwrap();
-    for file in ["prometheus/privacy-ledger-alerts.yaml", "grafana/privacy-ledger-budgets.json"] {
+    for file in [
+        "prometheus/privacy-ledger-alerts.yaml",
+        "grafana/privacy-ledger-budgets.json",
+    ] {
         let body = std::fs::read_to_string(root.join(file)).unwrap();
         for m in re.find_iter(&body) {
             let name = m.as_str();

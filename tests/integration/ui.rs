@@ -572,3 +572,141 @@ async fn the_dataset_page_states_the_high_water_mark_and_when_it_holds() {
     assert!(b.contains("at the highest budget so far (holds unless the budget is raised above it)"));
     assert!(!b.contains("valid however the charges were chosen"));
 }
+
+/// Issue 37: a budget spent exactly reads 100 % and exhausted, never 100.1 % or a μ spent above
+/// the budget; the page says what is left in μ and ε, the forecast and the runs in progress; a
+/// partitioned dataset shows its calendar (an exhausted block marked); `/` leads to the dashboard.
+#[tokio::test]
+async fn an_exactly_spent_budget_reads_100_percent_and_the_page_says_what_is_left() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    for mu in [0.6, 0.8] {
+        let (s, b) = app
+            .post(
+                "/v1/datasets/d/charges",
+                json!({"event": {"type": "gdp", "mu": mu}}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+    }
+    let cookie = session(&app, &app.token).await;
+    let (_, cards) = page(&app, &cookie, "/ui").await;
+    assert!(cards.contains(">100%<"), "{cards}");
+    assert!(!cards.contains("100.1"), "{cards}");
+    assert!(cards.contains("Exhausted"), "{cards}");
+    let (_, html) = page(&app, &cookie, "/ui/datasets/d").await;
+    assert_eq!(text_of(&html, "mu-spent"), "1");
+    assert_eq!(text_of(&html, "used-percent"), "100%");
+    assert_eq!(text_of(&html, "exhausted"), "exhausted");
+    assert!(
+        text_of(&html, "forecast").contains("already used up"),
+        "{html}"
+    );
+    assert!(!html.contains("100.1"), "{html}");
+
+    // What is left in μ and in ε at the default δ = 1e-5.
+    app.dataset("e", 2.0).await;
+    let (s, _) = app
+        .post(
+            "/v1/datasets/e/charges",
+            json!({"event": {"type": "gdp", "mu": 1.0}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (_, h) = app.get("/v1/datasets/e/headline").await;
+    let (_, html) = page(&app, &cookie, "/ui/datasets/e").await;
+    assert_eq!(text_of(&html, "used-percent"), "25%");
+    let left = text_of(&html, "left");
+    assert!(left.starts_with("μ 1.732"), "{left}");
+    let eps_left = h["epsilon"]["remaining"].as_f64().unwrap();
+    assert!(
+        left.contains(&format!(
+            "ε ≤ {}",
+            privacy_ledger::http::ui::fmt::num_up(eps_left)
+        )),
+        "{left} vs {h}"
+    );
+    assert!(text_of(&html, "budget-epsilon").starts_with("μ 2 — the whole interaction is (ε ≤ "));
+    assert!(html.contains("runs out around"), "{html}");
+
+    // A partitioned dataset: the calendar, an exhausted block marked.
+    let (s, b) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "ev", "budget": {"mu": 1.0},
+                "partitioning": {"type": "time", "width": "day"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    for (day, mu) in [("2026-11-20", 1.0), ("2026-11-21", 0.5)] {
+        let (s, b) = app
+            .post(
+                "/v1/charges",
+                json!({"datasets": [{"id": "ev", "blocks": [day]}], "event": {"type": "gdp", "mu": mu}}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+    }
+    let (_, html) = page(&app, &cookie, "/ui/datasets/ev").await;
+    assert!(html.contains("id=\"calendar\""), "{html}");
+    assert!(
+        html.contains("title=\"2026-11-20: 100% used, exhausted\""),
+        "{html}"
+    );
+    assert!(html.contains("title=\"2026-11-21: 25% used\""), "{html}");
+    assert!(html.contains("class=\"cell exhausted u9\""), "{html}");
+    assert!(html.contains("tightest block 2026-11-20"), "{html}");
+    // Its card is not "0 %, untouched": the fullest block and the exhausted count.
+    let (_, cards) = page(&app, &cookie, "/ui").await;
+    assert!(
+        cards.contains("the fullest, 2026-11-20, <strong>100%</strong> used"),
+        "{cards}"
+    );
+    assert!(cards.contains("1 exhausted"), "{cards}");
+
+    let (s, h, _) = raw(&app, "GET", "/", &[], None).await;
+    assert_eq!(
+        (s, h["location"].to_str().unwrap()),
+        (StatusCode::SEE_OTHER, "/ui")
+    );
+}
+
+/// Issue 37: the audit page is newest first, with what each change was before and after (a
+/// budget raise is visible) and a refusal's reason; older records are a link away.
+#[tokio::test]
+async fn the_audit_page_is_newest_first_with_before_and_after() {
+    let app = spawn_app().await;
+    app.dataset("d", 1.0).await;
+    let (s, _) = app
+        .call(
+            "PATCH",
+            "/v1/datasets/d",
+            Some(&json!({"budget": {"mu": 2.0}})),
+            &[],
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = app
+        .post(
+            "/v1/datasets/d/charges",
+            json!({"event": {"type": "gdp", "mu": 3.0}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let cookie = session(&app, &app.token).await;
+    let (s, html) = page(&app, &cookie, "/ui/audit?dataset_id=d").await;
+    assert_eq!(s, StatusCode::OK);
+    let rejected = html.find("unit.rejected").expect("the refusal");
+    let raised = html.find("budget.changed").expect("the raise");
+    let created = html.find("dataset.created").expect("the creation");
+    assert!(rejected < raised && raised < created, "newest first");
+    // The raise: the budget before, and after it (with the ledger's state the record states).
+    assert!(
+        html.contains("delta 1e-10; mu 1 → delta 1e-10; budget μ 2; μ spent 0; mu 2"),
+        "{html}"
+    );
+    assert!(
+        html.contains("does not fit"),
+        "the refusal's reason: {html}"
+    );
+}

@@ -29,7 +29,23 @@ pub fn num_down(x: f64) -> String {
     show(x, Dir::Down)
 }
 
+/// A loss figure `x` that sits just above `anchor` (a budget, within 1e-6 relative: the gate's
+/// tolerance, or a sum's upward rounding), rounded up with as many digits as it takes to stay
+/// above `x` without reading as a 0.1 % overdraft: μ_B·(1 + 1e-9) = 3.000000003 shows as
+/// "3.000000003", not "3.001". Elsewhere [`num_up`].
+pub fn num_up_near(x: f64, anchor: f64) -> String {
+    if anchor > 0.0 && x >= anchor && x <= anchor * (1.0 + 1e-6) {
+        show_digits(x, Dir::Up, 10)
+    } else {
+        num_up(x)
+    }
+}
+
 fn show(x: f64, dir: Dir) -> String {
+    show_digits(x, dir, DIGITS)
+}
+
+fn show_digits(x: f64, dir: Dir, digits: i32) -> String {
     if x.is_nan() {
         return "—".into();
     }
@@ -40,7 +56,7 @@ fn show(x: f64, dir: Dir) -> String {
         return "0".into();
     }
     let e = x.abs().log10().floor() as i32;
-    let decimals = DIGITS - 1 - e;
+    let decimals = digits - 1 - e;
     let scale = 10f64.powi(decimals);
     let scaled = x * scale;
     let mut m = match dir {
@@ -61,14 +77,15 @@ fn show(x: f64, dir: Dir) -> String {
         trim(&s)
     } else {
         // Scientific: mantissa with DIGITS significant digits.
-        let mant = m / 10f64.powi(DIGITS - 1);
+        let mant = m / 10f64.powi(digits - 1);
         let exp = e + (mant.abs() >= 10.0) as i32;
         let mant = if mant.abs() >= 10.0 {
             mant / 10.0
         } else {
             mant
         };
-        format!("{}e{}", trim(&format!("{mant:.3}")), exp)
+        let d = (digits - 1).max(0) as usize;
+        format!("{}e{}", trim(&format!("{mant:.d$}")), exp)
     }
 }
 
@@ -116,6 +133,23 @@ mod tests {
         assert_eq!(num_up(123_456.0), "1.235e5");
         assert_eq!(num(f64::INFINITY), "∞");
         assert_eq!(num(f64::NAN), "—");
+    }
+
+    #[test]
+    fn a_figure_just_above_its_budget_keeps_the_digits_that_say_so() {
+        let x = 3.0 * (1.0 + 1e-9);
+        // x is 3.0000000030000002 in binary: ten digits rounded up.
+        let shown = num_up_near(x, 3.0);
+        assert_eq!(shown, "3.000000004");
+        assert!(parse_shown(&shown).unwrap() >= x);
+        assert_eq!(num_up_near(3.0, 3.0), "3");
+        assert_eq!(num_up_near(3.1, 3.0), "3.1");
+        let tiny = num_up_near(1e-10 * (1.0 + 1e-9), 1e-10);
+        assert!(
+            tiny.starts_with("1.00000000") && tiny.ends_with("e-10"),
+            "{tiny}"
+        );
+        assert!(parse_shown(&tiny).unwrap() >= 1e-10 * (1.0 + 1e-9));
     }
 
     #[test]

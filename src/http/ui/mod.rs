@@ -52,6 +52,8 @@ pub fn routes(state: AppState, timeout: Duration) -> Router {
     Router::new()
         .route("/ui", get(datasets))
         .route("/ui/", get(|| async { Redirect::to("/ui") }))
+        // A browser at the service's root wants the dashboard, not a JSON 404.
+        .route("/", get(|| async { Redirect::to("/ui") }))
         .route("/ui/signin", get(signin_page).post(signin))
         .route("/ui/signout", post(signout))
         .route("/ui/datasets/{id}", get(dataset))
@@ -444,10 +446,12 @@ async fn audit(Session(actor): Session, State(s): State<AppState>, uri: Uri) -> 
         since,
         until,
         action_prefix: nonempty(&f.action),
-        after: f.after.max(0),
+        after: 0,
         limit: AUDIT_PAGE,
     };
-    match s.ledgers.list_audit(&actor, query).await {
+    // Newest first: what an officer looks for is what just happened.
+    let before = (f.before > 0).then_some(f.before);
+    match s.ledgers.list_audit_newest(&actor, query, before).await {
         Ok((records, next)) => page(StatusCode::OK, pages::audit(&who, &f, &records, next)),
         Err(e) => error_page(Some(&who), e),
     }

@@ -3,7 +3,7 @@
 //! and without JavaScript.
 
 use super::charts::{self, Curve, Step};
-use super::fmt::{enc, num, num_down, num_up};
+use super::fmt::{enc, num, num_down, num_up, num_up_near};
 use crate::ledger::audit::AuditView;
 use crate::ledger::dashboard::{DatasetCard, DatasetPage, UnitLine};
 use crate::ledger::Preview;
@@ -115,22 +115,138 @@ pub fn error(principal: Option<&str>, status: u16, code: &str, message: &str) ->
     )
 }
 
-/// Share of the filter's budget used, Σμᵢ²/μ_B² (the quantity the gate adds up).
+/// Share of the filter's budget used, Σμᵢ²/μ_B² (the quantity the gate adds up), as the API
+/// states it: exactly 1 for a budget spent exactly, never above unless the budget was lowered.
 fn used(card: &DatasetCard) -> f64 {
-    let d = &card.dataset;
-    (d.mu_spent / d.budget.mu()).powi(2)
+    card.dataset.used_fraction
 }
 
-/// "About N more units like the last one".
+/// μ spent as shown beside its budget: spending within the gate's tolerance of the budget is the
+/// budget (the API's headline does the same), so an exactly spent budget never reads as an
+/// overdraft.
+fn shown_mu_spent(d: &crate::ledger::DatasetView) -> f64 {
+    if d.used_fraction <= 1.0 {
+        d.mu_spent.min(d.budget.mu())
+    } else {
+        d.mu_spent
+    }
+}
+
+/// The ring of a used share, its label and its spoken text.
+fn used_ring(u: f64, exhausted: bool) -> Markup {
+    let label = format!("{}%", num_up(100.0 * u));
+    let spoken = if exhausted {
+        format!("{label} of the budget used: exhausted")
+    } else {
+        format!("{label} of the budget used")
+    };
+    charts::ring(u, &label, &spoken)
+}
+
+/// "About N more units like the last committed one".
 fn more_like(card: &DatasetCard) -> Markup {
     html! {
         @match (card.last_unit, card.more_like_last) {
             (Some(u), Some(n)) => {
                 "about " strong { (n) } " more "
                 (if n == 1 { "unit" } else { "units" })
-                " like the last one (μ = " (num_up(u.mu())) ", δ = " (num_up(u.delta())) ")"
+                " like the last committed one (μ = " (num_up(u.mu())) ", δ = " (num_up(u.delta())) ")"
             }
-            _ => "no units yet",
+            _ if card.dataset.partitioning.is_some() => "a partitioned dataset: its blocks hold the spending",
+            _ => "no committed unit yet",
+        }
+    }
+}
+
+/// "At a glance": the API's headline in words — the used share and what it means, what is left in
+/// μ and in ε, the forecast, the runs in progress, the caller's own share, and a partitioned
+/// dataset's calendar of blocks.
+fn glance(h: &crate::ledger::headline::Headline) -> Markup {
+    let pct = num_up(100.0 * h.used_fraction);
+    let eps = |e: Option<f64>| e.map_or("∞".to_owned(), num_up);
+    html! {
+        section.glance aria-labelledby="h-glance" {
+            h2 #h-glance { "At a glance" @if let Some(b) = &h.block { " — tightest block " (b) } }
+            p.big {
+                strong #used-percent { (pct) "%" } " of the budget used"
+                @if h.exhausted { " — " strong.exhausted-label #exhausted { "exhausted" } }
+            }
+            p.note { "In the filter's own terms: (μ spent / μ budget)² — the filter adds each unit's μ², so used and remaining add up to 100 %." }
+            dl.figures {
+                dt { "left" } dd #left {
+                    "μ " (num_down(h.remaining_mu))
+                    @if h.remaining_mu > 0.0 {
+                        " — one more release spending all of it would be (ε ≤ " (eps(h.epsilon.remaining)) ", δ = " (num(h.epsilon.delta)) ")-DP"
+                    } @else {
+                        " — nothing more can be charged"
+                    }
+                }
+                dt { "budget" } dd #budget-epsilon {
+                    "μ " (num(h.budget.mu())) " — the whole interaction is (ε ≤ " (eps(h.epsilon.budget)) ", δ = " (num(h.epsilon.delta)) ")-DP"
+                    @if let Some(t) = &h.budget_target { " (given as ε = " (num(t.epsilon)) ", δ = " (num(t.delta)) ")" }
+                }
+                @if let Some(m) = &h.more_like_last {
+                    dt { "room" } dd {
+                        @match m.count {
+                            Some(n) => { "about " strong { (n) } " more units like the last committed one" }
+                            None => { "units like the last committed one spend nothing" }
+                        }
+                        " (μ = " (num_up(m.mu)) @if let Some(l) = &m.label { ", " (l) } ")"
+                    }
+                }
+                dt { "forecast" } dd #forecast {
+                    @match (&h.forecast.exhausted_on, h.forecast.days_left) {
+                        (_, Some(d)) if d <= 0.0 => { "already used up" }
+                        (Some(day), Some(d)) => { "runs out around " strong { (day) } " (in " (num_down(d)) " days) at the rate since " (h.forecast.since.get(..10).unwrap_or("")) }
+                        _ => { "nothing spent in the last 7 days: no end in sight at that rate" }
+                    }
+                }
+                @if let Some(s) = &h.share {
+                    dt { "your share" } dd #share {
+                        (num_up(100.0 * s.used_fraction)) "% of "
+                        @if s.holder == "*" { "the unallocated share" } @else { "your quota" }
+                        " used; μ " (num_down(s.remaining_mu)) " left"
+                        @if s.exhausted { " — " strong.exhausted-label { "exhausted" } }
+                    }
+                }
+            }
+            @if !h.runs_in_progress.is_empty() {
+                div.scroll {
+                    table #runs-in-progress {
+                        caption { "Runs in progress and what they still need" }
+                        thead { tr { th scope="col" { "run" } th scope="col" { "chunks left" } th scope="col" { "μ to finish" } th scope="col" { "fits now" } } }
+                        tbody {
+                            @for r in &h.runs_in_progress {
+                                tr {
+                                    td { (r.label.as_deref().unwrap_or(&r.run_id)) }
+                                    td { (r.chunks_left) " of " (r.chunks) @if r.chunks_reserved > 0 { " (" (r.chunks_reserved) " reserved)" } }
+                                    td { (num_up(r.mu_to_finish)) }
+                                    td { @if r.fits { "yes" } @else { strong.exhausted-label { "no" } } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if let Some(b) = &h.blocks {
+                h3 { "Blocks" }
+                p.note { (b.items.len()) " blocks" @if b.truncated { " (the first; more exist)" } ", " (b.exhausted) " exhausted, " (b.read_only) " read-only. Each cell is a block, shaded by the share of its budget used." }
+                ol.calendar #calendar {
+                    @for c in &b.items {
+                        li class=(format!("cell{}{} u{}",
+                                if c.exhausted { " exhausted" } else { "" },
+                                if c.read_only { " readonly" } else { "" },
+                                // Tenths of the used share (a class, not a style: the dashboard's
+                                // policy allows no inline style).
+                                ((c.used_fraction.clamp(0.0, 1.0) * 10.0) as u32).min(9)))
+                            title=(format!("{}: {}% used{}{}", c.block, num_up(100.0 * c.used_fraction),
+                                if c.exhausted { ", exhausted" } else { "" }, if c.read_only { ", read-only" } else { "" })) {
+                            span.day { (c.block.get(8..).unwrap_or(&c.block)) }
+                            span.pct { (num_up(100.0 * c.used_fraction)) "%" }
+                        }
+                    }
+                }
+            }
         }
     }
 }
@@ -153,20 +269,35 @@ pub fn datasets(principal: &str, cards: &[DatasetCard], next: Option<&str>) -> M
             ul.cards {
                 @for c in cards {
                     @let d = &c.dataset;
-                    @let u = used(c);
+                    @let u = c.blocks.as_ref().and_then(|b| b.fullest.as_ref()).map_or(used(c), |f| f.1);
                     li.card {
-                        (charts::ring(u, &format!("{}%", num_up(100.0 * u)),
-                            &format!("{}% of the budget used", num_up(100.0 * u))))
+                        (used_ring(u, d.exhausted || c.blocks.as_ref().and_then(|b| b.fullest.as_ref()).is_some_and(|f| f.1 >= 1.0)))
                         div {
                             h2 { a href=(format!("/ui/datasets/{}", d.id)) { (d.id) } }
                             @if !d.description.is_empty() { p.desc { (d.description) } }
-                            dl.figures {
-                                dt { "μ spent" } dd { (num_up(d.mu_spent)) " of " (num(d.budget.mu())) }
-                                dt { "δ spent" } dd { (num_up(d.delta_spent)) " of " (num(d.budget.delta())) }
-                                dt { "μ remaining" } dd { (num_down(d.remaining_mu)) }
-                                dt { "units" } dd { (d.units) @if d.reserved_units > 0 { " (" (d.reserved_units) " reserved)" } }
+                            @if d.exhausted { p.exhausted { "Exhausted: every further charge is refused." } }
+                            @if let Some(b) = &c.blocks {
+                                p.blocks-glance {
+                                    "Partitioned: " strong { (b.count) @if b.truncated { "+" } } " blocks charged"
+                                    @if let Some((name, f)) = &b.fullest { "; the fullest, " (name) ", " strong { (num_up(100.0 * f)) "%" } " used" }
+                                    @if b.exhausted > 0 { "; " strong.exhausted-label { (b.exhausted) " exhausted" } }
+                                    ". Each block has the budget below as its own."
+                                }
                             }
-                            p.more { (more_like(c)) }
+                            dl.figures {
+                                @if let Some(t) = &d.budget_target {
+                                    dt { "budget" } dd { "ε = " (num(t.epsilon)) ", δ = " (num(t.delta)) }
+                                }
+                                @if c.blocks.is_some() {
+                                    dt { "budget per block" } dd { "μ " (num(d.budget.mu())) ", δ " (num(d.budget.delta())) }
+                                } @else {
+                                    dt { "μ spent" } dd { (num_up(shown_mu_spent(d))) " of " (num(d.budget.mu())) }
+                                    dt { "δ spent" } dd { (num_up(d.delta_spent)) " of " (num(d.budget.delta())) }
+                                    dt { "μ remaining" } dd { (num_down(d.remaining_mu)) }
+                                    dt { "units" } dd { (d.units) @if d.reserved_units > 0 { " (" (d.reserved_units) " reserved)" } }
+                                }
+                            }
+                            @if c.blocks.is_none() { p.more { (more_like(c)) } }
                         }
                     }
                 }
@@ -317,11 +448,14 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
             nav.crumbs aria-label="Breadcrumb" { a href="/ui" { "Datasets" } " / " (d.id) }
             h1 { (d.id) }
             @if !d.description.is_empty() { p.desc { (d.description) } }
+            @if d.partitioning.is_some() {
+                (glance(&p.headline))
+            }
             section.summary aria-label="Budget" {
-                (charts::ring(u, &format!("{}%", num_up(100.0 * u)),
-                    &format!("{}% of the budget used", num_up(100.0 * u))))
+                @if d.partitioning.is_none() { (used_ring(u, d.exhausted)) }
+                @else { p.note { "A partitioned dataset: its own ledger holds nothing; each block below spends from a budget of μ = " (num(d.budget.mu())) " of its own (the figures above are the tightest block's)." } }
                 dl.figures {
-                    dt { "μ spent (√Σμᵢ²)" } dd { span #mu-spent { (num_up(d.mu_spent)) } span.of { " of budget μ = " (num(d.budget.mu())) } }
+                    dt { "μ spent (√Σμᵢ²)" } dd { span #mu-spent { (num_up(shown_mu_spent(d))) } span.of { " of budget μ = " (num(d.budget.mu())) } }
                     dt { "δ spent (Σδᵢ)" } dd { span #delta-spent { (num_up(d.delta_spent)) } span.of { " of budget δ = " (num(d.budget.delta())) } }
                     dt { "μ remaining" } dd { span #mu-remaining { (num_down(d.remaining_mu)) } }
                     dt { "units" } dd { span #units { (d.units) } @if d.reserved_units > 0 { span.of { ", " (d.reserved_units) " reserved" } } }
@@ -329,9 +463,12 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
                         dt { "exact composition μ" } dd { span #exact-mu { (num_up(x)) } span.of { " if fixed in advance (comparison only)" } }
                     }
                     dt { "neighbouring relation" } dd { (d.neighboring_relation.as_str()) }
-                    dt { "statement" } dd #statement { "G_μ ⊗ f_0,δ at μ = " (num_up(d.statement.mu)) ", δ = " (num_up(d.statement.delta)) ": " (d.statement.note) }
+                    dt { "statement" } dd #statement { "G_μ ⊗ f_0,δ at μ = " (num_up_near(d.statement.mu, d.budget.mu().max(d.statement.mu / (1.0 + 1e-9)))) ", δ = " (num_up_near(d.statement.delta, d.statement.delta / (1.0 + 1e-9))) " (the budget's high-water mark with the gate's 1e-9 relative tolerance): " (d.statement.note) }
                 }
                 p.more { (more_like(&p.card)) ", each charged on its own." }
+            }
+            @if d.partitioning.is_none() {
+                (glance(&p.headline))
             }
             @if let Some(b) = &p.blocks {
                 section aria-labelledby="h-blocks" {
@@ -351,7 +488,8 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
                                     @for it in &b.items {
                                         tr {
                                             td { a href=(format!("/ui/datasets/{}", it.ledger_id)) { (it.block) } }
-                                            td { (num_up(it.mu_spent)) }
+                                            // Within the gate's tolerance of the budget: the budget (as a dataset's).
+                                            td { (num_up(if it.used_fraction <= 1.0 { it.mu_spent.min(it.budget.mu()) } else { it.mu_spent })) }
                                             td { (num_down(it.remaining_mu)) }
                                             td { (num_up(it.delta_spent)) }
                                             td { (it.units) }
@@ -383,8 +521,9 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
             }
             section aria-labelledby="h-risk" {
                 h2 #h-risk { "Attack risk" }
+                p.note { "Whose risk: any one person whose record is in " (d.id) ", against an attacker who sees every output released from it over the whole interaction. These are the figures of the budget's guarantee (the statement at μ = " (num_up_near(d.statement.mu, d.statement.mu / (1.0 + 1e-9))) "), which holds whatever is charged within the budget — not of what has been spent so far." }
                 p { "Largest membership-inference advantage (TPR − FPR): " strong #advantage { (num_up(r.report.advantage)) }
-                    ". μ of the guarantee: " strong #report-mu { (num_up(r.report.mu.upper.unwrap_or(f64::INFINITY))) } "." }
+                    ". μ of the budget's guarantee: " strong #report-mu { (num_up_near(r.report.mu.upper.unwrap_or(f64::INFINITY), d.statement.mu / (1.0 + 1e-9))) } "." }
                 div.scroll {
                     table #tier2 {
                         caption { "Tier-II table: the best attack's true-positive rate at each false-positive rate" }
@@ -487,9 +626,16 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
                     }
                 }
             }
-            section aria-labelledby="h-preview" {
-                h2 #h-preview { "Would this run fit?" }
-                (preview_form(&d.id, ""))
+            @if d.partitioning.is_none() {
+                section aria-labelledby="h-preview" {
+                    h2 #h-preview { "Would this run fit?" }
+                    (preview_form(&d.id, ""))
+                }
+            } @else {
+                section aria-labelledby="h-preview" {
+                    h2 #h-preview { "Would this run fit?" }
+                    p.note { "A partitioned dataset is charged through its blocks: ask POST /v1/charges with the blocks (or the time range) a query reads, or open a block's page to preview a charge on it." }
+                }
             }
         },
     )
@@ -567,8 +713,83 @@ pub struct AuditFilter {
     pub from: String,
     #[serde(default)]
     pub to: String,
+    /// Records below this position (the next, older, page); 0: from the newest.
     #[serde(default)]
-    pub after: i64,
+    pub before: i64,
+}
+
+/// An audit value in a few words: its figures as `name value` (numbers to four digits), a
+/// ledger's state as its budget and μ spent, a unit as its certificate; long texts and whole
+/// events left out (the API has the record in full).
+fn summary_of(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    let n = |x: &Value| x.as_f64().map(num);
+    let mut parts: Vec<String> = Vec::new();
+    let Value::Object(m) = v else {
+        return v.to_string().chars().take(80).collect();
+    };
+    for (k, x) in m {
+        match (k.as_str(), x) {
+            ("ledger", Value::Object(l)) => {
+                if let Some(b) = l.get("budget_mu").and_then(n) {
+                    parts.push(format!("budget μ {b}"));
+                }
+                if let Some(s) = l.get("mu_sq_spent").and_then(Value::as_f64) {
+                    parts.push(format!("μ spent {}", num_up(s.sqrt())));
+                }
+            }
+            ("unit", Value::Object(u)) => {
+                if let (Some(m), Some(d)) = (u.get("mu").and_then(n), u.get("delta").and_then(n)) {
+                    parts.push(format!("unit μ {m}, δ {d}"));
+                }
+            }
+            ("budget", Value::Object(b)) => {
+                if let Some(m) = b.get("mu").and_then(n) {
+                    parts.push(format!("budget μ {m}"));
+                }
+            }
+            ("reason" | "event" | "charge" | "description" | "statement", _) => {}
+            (_, Value::Number(_)) => parts.push(format!(
+                "{} {}",
+                k.replace('_', " "),
+                n(x).unwrap_or_default()
+            )),
+            (_, Value::String(t)) if t.chars().count() <= 40 => {
+                parts.push(format!("{} {t}", k.replace('_', " ")))
+            }
+            (_, Value::Bool(b)) => parts.push(format!("{} {b}", k.replace('_', " "))),
+            (_, Value::Array(a)) if a.iter().all(Value::is_number) && a.len() <= 10 => {
+                parts.push(format!(
+                    "{} {}",
+                    k.replace('_', " "),
+                    a.iter().filter_map(n).collect::<Vec<_>>().join(", ")
+                ))
+            }
+            _ => {}
+        }
+        if parts.len() >= 6 {
+            break;
+        }
+    }
+    parts.join("; ")
+}
+
+/// What an audit record changed, in a line: the reason when it gives one, then before → after
+/// ([`summary_of`] each).
+fn change_of(r: &AuditView) -> String {
+    let reason = r
+        .after
+        .as_ref()
+        .and_then(|a| a.get("reason"))
+        .and_then(|x| x.as_str())
+        .map(|x| format!("{x}. "))
+        .unwrap_or_default();
+    match (&r.before, &r.after) {
+        (Some(b), Some(a)) => format!("{reason}{} → {}", summary_of(b), summary_of(a)),
+        (None, Some(a)) => format!("{reason}{}", summary_of(a)),
+        (Some(b), None) => format!("{reason}{} → (none)", summary_of(b)),
+        (None, None) => reason,
+    }
 }
 
 /// The audit log.
@@ -583,7 +804,7 @@ pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Opti
         &frame,
         html! {
             h1 { "Audit log" }
-            p.note { "Every change, hash-chained per dataset. Newest last; filters apply on the server." }
+            p.note { "Every change, hash-chained per dataset. Newest first; filters apply on the server. Each row shows what the change was before and after (and the reason, when it gives one)." }
             form.filters method="get" action="/ui/audit" {
                 label { "Dataset " input type="text" name="dataset_id" value=(f.dataset_id); }
                 label { "Principal " input type="text" name="principal" value=(f.principal); }
@@ -599,7 +820,7 @@ pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Opti
                     table #audit-table {
                         thead { tr { th scope="col" { "id" } th scope="col" { "time (UTC)" } th scope="col" { "principal" }
                             th scope="col" { "action" } th scope="col" { "dataset" } th scope="col" { "target" }
-                            th scope="col" { "request" } th scope="col" { "hash" } } }
+                            th scope="col" { "before → after" } th scope="col" { "hash" } } }
                         tbody {
                             @for r in records {
                                 tr {
@@ -608,8 +829,8 @@ pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Opti
                                     td { (r.principal) }
                                     td { code { (r.action) } }
                                     td { (r.dataset_id.as_deref().unwrap_or("")) }
-                                    td { code { (r.target.as_deref().unwrap_or("")) } }
-                                    td { code { (r.request_id.as_deref().unwrap_or("").get(..8).unwrap_or("")) } }
+                                    td { code title=(r.target.as_deref().unwrap_or("")) { (r.target.as_deref().unwrap_or("").chars().take(14).collect::<String>()) } }
+                                    td.change { (change_of(r)) }
                                     td { code title=(r.hash) { (r.hash.get(..12).unwrap_or(&r.hash)) } }
                                 }
                             }
@@ -618,15 +839,15 @@ pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Opti
                 }
             }
             @if let Some(n) = next {
-                p { a href=(audit_link(f, n)) { "Next page →" } }
+                p { a href=(audit_link(f, n)) { "Older records →" } }
             }
         },
     )
 }
 
-fn audit_link(f: &AuditFilter, after: i64) -> String {
+fn audit_link(f: &AuditFilter, before: i64) -> String {
     format!(
-        "/ui/audit?dataset_id={}&principal={}&action={}&from={}&to={}&after={after}",
+        "/ui/audit?dataset_id={}&principal={}&action={}&from={}&to={}&before={before}",
         enc(&f.dataset_id),
         enc(&f.principal),
         enc(&f.action),
