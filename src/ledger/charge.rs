@@ -3,6 +3,7 @@
 
 use super::compute::{analytic, blocking};
 use super::error::LedgerError;
+use super::filter::Limit as _;
 use super::filter::Verdict;
 use super::input::ChargeRequest;
 use super::kept::DEFAULT_REPORT_OPTIONS;
@@ -466,6 +467,18 @@ impl Ledgers {
         blocking(&self.admission, cost, move || {
             let g = gate_compute(engine, req.event, &gate, req.delta)?;
             let opts = &*DEFAULT_REPORT_OPTIONS;
+            // How many units like this one fit as things stand: the dataset's room and the
+            // share's, the smaller (each a display count; every charge is still gated).
+            let like = budget.more_like(&filter, &g.unit);
+            let units_like_this = match (&gate.share, like) {
+                (Some(s), Some(n)) => Some(
+                    s.budget
+                        .more_like(&s.state, &g.unit)
+                        .map_or(n, |m| n.min(m)),
+                ),
+                (Some(s), None) => s.budget.more_like(&s.state, &g.unit),
+                (None, n) => n,
+            };
             Ok(match g.verdict {
                 Verdict::Admitted(after, _) => Preview {
                     admitted: true,
@@ -475,6 +488,7 @@ impl Ledgers {
                     mu_budget: budget.mu(),
                     delta_budget: budget.delta(),
                     reason: None,
+                    units_like_this,
                     report: reports.get(&after, &stated, relation, opts),
                 },
                 Verdict::Rejected(by, why) => {
@@ -487,6 +501,7 @@ impl Ledgers {
                         mu_budget: budget.mu(),
                         delta_budget: budget.delta(),
                         reason: Some(r.reason),
+                        units_like_this,
                         report: reports.get(&filter, &stated, relation, opts),
                     }
                 }

@@ -154,6 +154,10 @@ pub struct Preview {
     pub mu_budget: f64,
     pub delta_budget: f64,
     pub reason: Option<String>,
+    /// How many units like this one fit as things stand (this one included): the largest k with
+    /// Σμᵢ² + k·μ² ≤ μ_B² and Σδᵢ + k·δ ≤ δ_B, and within the caller's share; rounded down. Null
+    /// when the unit spends nothing. A display count: every charge is still gated.
+    pub units_like_this: Option<u64>,
     /// The report of the filter's guarantee with the unit (or as it stands, when rejected).
     #[schema(value_type = schema::ReportWire)]
     pub report: Report,

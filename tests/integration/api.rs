@@ -410,6 +410,8 @@ async fn a_preview_writes_nothing() {
     let (s, b) = app.post("/v1/datasets/d/charges/preview", gdp(0.6)).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(b["admitted"], true);
+    // Units like this one that fit as things stand: 2 (0.36 · 2 ≤ 1 < 0.36 · 3).
+    assert_eq!(b["units_like_this"], 2, "{b}");
     let (_, b) = app.post("/v1/datasets/d/charges/preview", gdp(1.5)).await;
     assert_eq!(b["admitted"], false);
     let (_, d) = app.get("/v1/datasets/d").await;

@@ -289,8 +289,12 @@ async fn a_token_sees_only_what_it_may_read_and_text_is_escaped() {
     assert_eq!(s, StatusCode::OK);
     assert!(b.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(!b.contains("<script"));
-    // The whole audit log takes a global role; a dataset carol does not audit, too.
-    let (s, _) = page(&app, &cookie, "/ui/audit").await;
+    // The whole audit log takes a global role: the page says to name a dataset (no records); a
+    // dataset carol does not audit is refused.
+    let (s, b) = page(&app, &cookie, "/ui/audit").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(b.contains("id=\"audit-needs-dataset\"") && !b.contains("audit-table"));
+    let (s, _) = page(&app, &cookie, "/ui/audit?dataset_id=alpha").await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     // Unknown datasets and pages, bad ids and control characters: pages, not 500s.
     let admin = session(&app, &app.token).await;
@@ -709,4 +713,18 @@ async fn the_audit_page_is_newest_first_with_before_and_after() {
         html.contains("does not fit"),
         "the refusal's reason: {html}"
     );
+}
+
+/// Issue 37: an analyst following the navigation's "Audit log" link gets the page, saying to name
+/// a dataset they audit — not a 403 page.
+#[tokio::test]
+async fn an_analyst_following_the_audit_link_is_told_to_name_a_dataset() {
+    let app = spawn_app().await;
+    let bearer = app.bearer("ana", "analyst").await;
+    let secret = bearer.trim_start_matches("Bearer ").to_owned();
+    let cookie = session(&app, &secret).await;
+    let (s, html) = page(&app, &cookie, "/ui/audit").await;
+    assert_eq!(s, StatusCode::OK, "{html}");
+    assert!(html.contains("id=\"audit-needs-dataset\""), "{html}");
+    assert!(html.contains("name a dataset you audit"), "{html}");
 }

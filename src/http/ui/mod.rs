@@ -451,8 +451,14 @@ async fn audit(Session(actor): Session, State(s): State<AppState>, uri: Uri) -> 
     };
     // Newest first: what an officer looks for is what just happened.
     let before = (f.before > 0).then_some(f.before);
+    let whole = f.dataset_id.trim().is_empty();
     match s.ledgers.list_audit_newest(&actor, query, before).await {
         Ok((records, next)) => page(StatusCode::OK, pages::audit(&who, &f, &records, next)),
+        // The navigation's link, followed by someone who audits single datasets only: the page
+        // with its filters and what to do, not a 403.
+        Err(crate::ledger::LedgerError::Forbidden(why)) if whole => {
+            page(StatusCode::OK, pages::audit_needs_dataset(&who, &f, &why))
+        }
         Err(e) => error_page(Some(&who), e),
     }
 }

@@ -688,6 +688,9 @@ pub fn preview(
                             dt { "μ spent after it" } dd { span #mu-after { (num_up(m)) } span.of { " of " (num(p.mu_budget)) } }
                         }
                         dt { "δ spent after it" } dd { span #delta-after { (num_up(p.delta_after)) } span.of { " of " (num(p.delta_budget)) } }
+                        @if let Some(n) = p.units_like_this {
+                            dt { "units like it that fit now" } dd { span #units-like-this { (n) } span.of { " (this one included; each still decided by the gate)" } }
+                        }
                     }
                 }
                 Err((code, message)) => {
@@ -840,6 +843,27 @@ pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Opti
             }
             @if let Some(n) = next {
                 p { a href=(audit_link(f, n)) { "Older records →" } }
+            }
+        },
+    )
+}
+
+/// The audit page for a principal who may read only the records of datasets they audit: the
+/// filters, and why a dataset must be named.
+pub fn audit_needs_dataset(principal: &str, f: &AuditFilter, why: &str) -> Markup {
+    let frame = Frame {
+        title: "Audit log",
+        principal: Some(principal),
+        current: Nav::Audit,
+    };
+    layout(
+        &frame,
+        html! {
+            h1 { "Audit log" }
+            p.note #audit-needs-dataset { "Name a dataset you audit to see its records: " (why) "." }
+            form.filters method="get" action="/ui/audit" {
+                label { "Dataset " input type="text" name="dataset_id" value=(f.dataset_id) required; }
+                button type="submit" { "Show its records" }
             }
         },
     )
