@@ -103,6 +103,15 @@ pub struct AuditView {
     pub hash: String,
 }
 
+/// A page of at most `limit` records from `rows` (read with one more, to know whether there are
+/// more), and the next page's cursor: the last record's position, when there are more.
+fn audit_page(rows: Vec<AuditRecord>, limit: i64) -> (Vec<AuditView>, Option<i64>) {
+    let more = rows.len() as i64 > limit;
+    let items: Vec<AuditView> = rows.into_iter().take(limit as usize).map(view).collect();
+    let next = more.then(|| items.last().map(|r| r.id)).flatten();
+    (items, next)
+}
+
 fn view(r: AuditRecord) -> AuditView {
     let parse = |s: Option<String>| s.and_then(|t| serde_json::from_str(&t).ok());
     AuditView {
@@ -164,14 +173,7 @@ impl Ledgers {
                 before.unwrap_or(i64::MAX),
             )
             .await?;
-        let more = rows.len() as i64 > limit;
-        let items: Vec<AuditView> = rows.into_iter().take(limit as usize).map(view).collect();
-        let next = if more {
-            items.last().map(|r| r.id)
-        } else {
-            None
-        };
-        Ok((items, next))
+        Ok(audit_page(rows, limit))
     }
 
     /// Whether `actor` may read the audit log (of dataset `dataset`, or all of it).
@@ -209,14 +211,7 @@ impl Ledgers {
                 ..q
             })
             .await?;
-        let more = rows.len() as i64 > limit;
-        let items: Vec<AuditView> = rows.into_iter().take(limit as usize).map(view).collect();
-        let next = if more {
-            items.last().map(|r| r.id)
-        } else {
-            None
-        };
-        Ok((items, next))
+        Ok(audit_page(rows, limit))
     }
 
     /// Recomputes every chain of the audit log (see the module docs).

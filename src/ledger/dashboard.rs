@@ -212,6 +212,30 @@ impl Ledgers {
         })
     }
 
+    /// Partitioned dataset `id`'s blocks at a glance (the first [`CARD_BLOCKS`] by name): what its
+    /// card and its gauges show.
+    pub(super) async fn blocks_glance(&self, id: &str) -> Result<BlocksGlance, LedgerError> {
+        let rows = self.store.list_blocks(id, None, CARD_BLOCKS + 1).await?;
+        let truncated = rows.len() as i64 > CARD_BLOCKS;
+        let (mut exhausted, mut fullest) = (0, None::<(String, f64)>);
+        for b in rows.iter().take(CARD_BLOCKS as usize) {
+            let (bb, bs) = (budget_of(b)?, filter_of(b)?);
+            let u = bb.used(&bs);
+            exhausted += usize::from(bb.exhausted(&bs));
+            if fullest.as_ref().is_none_or(|(_, f)| u > *f) {
+                let name = super::partition::split_block_id(&b.id)
+                    .map_or(b.id.clone(), |(_, n)| n.to_owned());
+                fullest = Some((name, u));
+            }
+        }
+        Ok(BlocksGlance {
+            count: rows.len().min(CARD_BLOCKS as usize),
+            exhausted,
+            fullest,
+            truncated,
+        })
+    }
+
     async fn card(
         &self,
         dataset: DatasetView,
@@ -222,30 +246,7 @@ impl Ledgers {
         // (A listed dataset's view carries no partitioning: read it, kept per process.)
         let blocks = match self.partitioning_of(&dataset.id).await? {
             None => None,
-            Some(_) => {
-                let rows = self
-                    .store
-                    .list_blocks(&dataset.id, None, CARD_BLOCKS + 1)
-                    .await?;
-                let truncated = rows.len() as i64 > CARD_BLOCKS;
-                let (mut exhausted, mut fullest) = (0, None::<(String, f64)>);
-                for b in rows.iter().take(CARD_BLOCKS as usize) {
-                    let (bb, bs) = (budget_of(b)?, filter_of(b)?);
-                    let u = bb.used(&bs);
-                    exhausted += usize::from(bb.exhausted(&bs));
-                    if fullest.as_ref().is_none_or(|(_, f)| u > *f) {
-                        let name = super::partition::split_block_id(&b.id)
-                            .map_or(b.id.clone(), |(_, n)| n.to_owned());
-                        fullest = Some((name, u));
-                    }
-                }
-                Some(BlocksGlance {
-                    count: rows.len().min(CARD_BLOCKS as usize),
-                    exhausted,
-                    fullest,
-                    truncated,
-                })
-            }
+            Some(_) => Some(self.blocks_glance(&dataset.id).await?),
         };
         Ok(DatasetCard {
             blocks,

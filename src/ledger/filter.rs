@@ -133,6 +133,18 @@ impl FilterState {
     }
 }
 
+/// A spent figure (μ or δ) as shown beside its limit, given the limit's used share
+/// ([`Limit::used`]): while the share is at most 1 the spending is within the gate's tolerance of
+/// the limit, so it is shown as at most the limit (an exactly spent budget never reads as an
+/// overdraft); above 1 (a lowered limit) as it is.
+pub fn shown_spent(spent: f64, limit: f64, used: f64) -> f64 {
+    if used <= 1.0 {
+        spent.min(limit)
+    } else {
+        spent
+    }
+}
+
 /// √x rounded up (a correctly rounded square root may be below the exact one); √0 = 0 exactly
 /// (an empty ledger spent nothing, not a subnormal).
 pub(super) fn sqrt_up(x: f64) -> f64 {

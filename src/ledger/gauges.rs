@@ -21,9 +21,6 @@ pub const MAX_GAUGE_DATASETS: i64 = 500;
 /// over the span these cover).
 pub const GAUGE_FORECAST_UNITS: i64 = 2000;
 
-/// Blocks of a partitioned dataset the block gauges look at (the first by name).
-pub const GAUGE_BLOCKS: i64 = 400;
-
 impl Ledgers {
     /// Sets the budget gauges from the store, unless they were set less than [`GAUGE_REFRESH`]
     /// ago.
@@ -95,16 +92,14 @@ impl Ledgers {
                 metrics::gauge!("privacy_ledger_quota_remaining_mu", &labels).set(v.remaining_mu);
             }
             if self.partitioning_of(&row.id).await?.is_some() {
-                let blocks = self.store.list_blocks(&row.id, None, GAUGE_BLOCKS).await?;
-                let (mut tightest, mut exhausted) = (0.0f64, 0u64);
-                for b in &blocks {
-                    let (bb, bs) = (budget_of(b)?, filter_of(b)?);
-                    tightest = tightest.max(bb.used(&bs));
-                    exhausted += u64::from(bb.exhausted(&bs));
-                }
-                set("privacy_ledger_blocks_used_ratio_max", tightest);
-                set("privacy_ledger_blocks_exhausted", exhausted as f64);
-                set("privacy_ledger_blocks", blocks.len() as f64);
+                // What the dataset's card shows (the first blocks by name).
+                let g = self.blocks_glance(&row.id).await?;
+                set(
+                    "privacy_ledger_blocks_used_ratio_max",
+                    g.fullest.map_or(0.0, |(_, u)| u),
+                );
+                set("privacy_ledger_blocks_exhausted", g.exhausted as f64);
+                set("privacy_ledger_blocks", g.count as f64);
             }
         }
         Ok(())

@@ -9,7 +9,7 @@
 //! rates up, what is left and counts down.
 
 use super::error::LedgerError;
-use super::filter::{FilterState, Limit};
+use super::filter::{shown_spent, FilterState, Limit};
 use super::multi::BlockView;
 use super::partition::BlockSelector;
 use super::principal::Actor;
@@ -400,10 +400,8 @@ impl Ledgers {
                     .into(),
             })
         });
-        let runs_from = (row.version - HEADLINE_UNITS).max(0);
-        let (runs, _) = self
-            .list_runs(actor, &d.id, runs_from, HEADLINE_RUNS)
-            .await?;
+        // Runs declared among the same latest entries.
+        let (runs, _) = self.list_runs(actor, &d.id, from, HEADLINE_RUNS).await?;
         let runs_in_progress = runs
             .into_iter()
             .filter(|r| r.next_chunk.is_some() || r.chunks_reserved > 0)
@@ -444,16 +442,8 @@ impl Ledgers {
             exhausted: budget.exhausted(&state),
             budget,
             budget_target: d.budget_target,
-            mu_spent: if used <= 1.0 {
-                state.mu().min(budget.mu())
-            } else {
-                state.mu()
-            },
-            delta_spent: if used <= 1.0 {
-                state.delta().min(budget.delta())
-            } else {
-                state.delta()
-            },
+            mu_spent: shown_spent(state.mu(), budget.mu(), used),
+            delta_spent: shown_spent(state.delta(), budget.delta(), used),
             remaining_mu: remaining.0,
             remaining_delta: remaining.1,
             units: state.units(),

@@ -457,6 +457,26 @@ fn dataset_args<'a>(r: &'a DatasetRow, state: &'a [u8]) -> [Arg<'a>; 26] {
     ]
 }
 
+/// The arguments of [`sql::AUDIT_QUERY`] and [`sql::AUDIT_QUERY_NEWEST`]: the position cursor,
+/// then `q`'s filters (each twice: `? IS NULL OR …`) and its limit.
+fn audit_query_args(q: &AuditQuery, cursor: i64) -> [Arg<'_>; 13] {
+    [
+        Arg::from(cursor),
+        Arg::from(&q.dataset_id),
+        Arg::from(&q.dataset_id),
+        Arg::from(&q.principal),
+        Arg::from(&q.principal),
+        Arg::from(&q.since),
+        Arg::from(&q.since),
+        Arg::from(&q.until),
+        Arg::from(&q.until),
+        Arg::from(&q.action_prefix),
+        Arg::from(&q.action_prefix),
+        Arg::from(&q.action_prefix),
+        Arg::from(q.limit),
+    ]
+}
+
 /// Inserts a new ledger's row: [`StoreError::AlreadyExists`] if its id is taken.
 async fn insert_new<C: Tx>(c: &mut C, row: &DatasetRow, state: &[u8]) -> Result<(), StoreError> {
     let args = dataset_args(row, state);
@@ -1087,22 +1107,8 @@ impl<E: Engine> Store for E {
         before: i64,
     ) -> Result<Vec<AuditRecord>, StoreError> {
         self.place_audit().await?;
-        let args = args!(
-            before,
-            &q.dataset_id,
-            &q.dataset_id,
-            &q.principal,
-            &q.principal,
-            &q.since,
-            &q.since,
-            &q.until,
-            &q.until,
-            &q.action_prefix,
-            &q.action_prefix,
-            &q.action_prefix,
-            q.limit
-        );
-        all(self, sql::AUDIT_QUERY_NEWEST, args, Columns::audit).await
+        let args = audit_query_args(q, before);
+        all(self, sql::AUDIT_QUERY_NEWEST, &args, Columns::audit).await
     }
 
     async fn alert_rule(&self, dataset_id: &str) -> Result<Option<String>, StoreError> {
@@ -1166,22 +1172,8 @@ impl<E: Engine> Store for E {
 
     async fn list_audit(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
         self.place_audit().await?;
-        let args = args!(
-            q.after,
-            &q.dataset_id,
-            &q.dataset_id,
-            &q.principal,
-            &q.principal,
-            &q.since,
-            &q.since,
-            &q.until,
-            &q.until,
-            &q.action_prefix,
-            &q.action_prefix,
-            &q.action_prefix,
-            q.limit
-        );
-        all(self, sql::AUDIT_QUERY, args, Columns::audit).await
+        let args = audit_query_args(q, q.after);
+        all(self, sql::AUDIT_QUERY, &args, Columns::audit).await
     }
 
     async fn audit_chain(

@@ -6,6 +6,7 @@ use super::charts::{self, Curve, Step};
 use super::fmt::{enc, num, num_down, num_up, num_up_near};
 use crate::ledger::audit::AuditView;
 use crate::ledger::dashboard::{DatasetCard, DatasetPage, UnitLine};
+use crate::ledger::filter::shown_spent;
 use crate::ledger::Preview;
 use maud::{html, Markup, DOCTYPE};
 
@@ -125,11 +126,7 @@ fn used(card: &DatasetCard) -> f64 {
 /// budget (the API's headline does the same), so an exactly spent budget never reads as an
 /// overdraft.
 fn shown_mu_spent(d: &crate::ledger::DatasetView) -> f64 {
-    if d.used_fraction <= 1.0 {
-        d.mu_spent.min(d.budget.mu())
-    } else {
-        d.mu_spent
-    }
+    shown_spent(d.mu_spent, d.budget.mu(), d.used_fraction)
 }
 
 /// The ring of a used share, its label and its spoken text.
@@ -488,8 +485,7 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
                                     @for it in &b.items {
                                         tr {
                                             td { a href=(format!("/ui/datasets/{}", it.ledger_id)) { (it.block) } }
-                                            // Within the gate's tolerance of the budget: the budget (as a dataset's).
-                                            td { (num_up(if it.used_fraction <= 1.0 { it.mu_spent.min(it.budget.mu()) } else { it.mu_spent })) }
+                                            td { (num_up(shown_spent(it.mu_spent, it.budget.mu(), it.used_fraction))) }
                                             td { (num_down(it.remaining_mu)) }
                                             td { (num_up(it.delta_spent)) }
                                             td { (it.units) }
