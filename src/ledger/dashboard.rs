@@ -81,7 +81,14 @@ pub struct DatasetPage {
     pub blocks: Option<super::multi::BlocksView>,
     /// The API's headline (`GET /v1/datasets/{id}/headline`).
     pub headline: super::headline::Headline,
+    /// The budget μ over time: the first is the budget before the earliest change read (its
+    /// `since` is `None`), then each change with its time (RFC 3339), oldest first.
+    pub budgets: Vec<(Option<String>, f64)>,
 }
+
+/// Budget changes a dataset page reads (the newest; a ledger with more draws the budget before
+/// the oldest of them as that change's "before").
+pub const MAX_PAGE_BUDGET_CHANGES: i64 = 500;
 
 /// Blocks a partitioned dataset's page lists.
 pub const MAX_PAGE_BLOCKS: i64 = 100;
@@ -200,7 +207,9 @@ impl Ledgers {
             None => None,
         };
         let headline = self.headline(actor, id, None, None).await?;
+        let budgets = self.budget_history(id, dataset.budget.mu()).await?;
         Ok(DatasetPage {
+            budgets,
             headline,
             blocks,
             truncated: from > 0,
@@ -210,6 +219,39 @@ impl Ledgers {
             units,
             quotas,
         })
+    }
+
+    /// Dataset `id`'s budget μ over time, from its `budget.changed` audit records (written in the
+    /// change's own transaction, with the budget before and after); `current` when it never
+    /// changed. Authorised by the caller (anyone who reads the dataset sees its budget entries).
+    async fn budget_history(
+        &self,
+        id: &str,
+        current: f64,
+    ) -> Result<Vec<(Option<String>, f64)>, LedgerError> {
+        let q = crate::store::AuditQuery {
+            dataset_id: Some(id.to_owned()),
+            action_prefix: Some("budget.changed".into()),
+            limit: MAX_PAGE_BUDGET_CHANGES,
+            ..Default::default()
+        };
+        let mut changes = self.store.list_audit_newest(&q, i64::MAX).await?;
+        changes.reverse();
+        let mu_of = |v: &Option<String>| -> Option<f64> {
+            let v: serde_json::Value = serde_json::from_str(v.as_deref()?).ok()?;
+            v.get("mu")?.as_f64()
+        };
+        let first = changes
+            .first()
+            .and_then(|c| mu_of(&c.draft.before))
+            .unwrap_or(current);
+        let mut out = vec![(None, first)];
+        for c in &changes {
+            if let Some(mu) = mu_of(&c.draft.after) {
+                out.push((Some(c.draft.at.clone()), mu));
+            }
+        }
+        Ok(out)
     }
 
     /// Partitioned dataset `id`'s blocks at a glance (the first [`CARD_BLOCKS`] by name): what its

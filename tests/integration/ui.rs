@@ -557,6 +557,13 @@ async fn the_dataset_page_states_the_high_water_mark_and_when_it_holds() {
     let app = spawn_app().await;
     app.dataset("alpha", 2.0).await;
     let (s, _) = app
+        .post(
+            "/v1/datasets/alpha/charges",
+            json!({"event": {"type": "gdp", "mu": 0.5}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = app
         .call(
             "PATCH",
             "/v1/datasets/alpha",
@@ -573,8 +580,30 @@ async fn the_dataset_page_states_the_high_water_mark_and_when_it_holds() {
         stated.contains("μ = 2") && stated.contains("unless the budget is raised above mu = 2"),
         "{stated}"
     );
-    assert!(b.contains("at the highest budget so far (holds unless the budget is raised above it)"));
-    assert!(!b.contains("valid however the charges were chosen"));
+    // The legend in words, with the figures; no pseudo-LaTeX.
+    assert!(
+        b.contains("The guarantee of the highest budget so far (μ = 2.0")
+            && b.contains("): holds unless the budget is raised above it"),
+        "{b}"
+    );
+    assert!(b.contains("Spent so far (μ = 0.5"), "{b}");
+    assert!(!b.contains("valid however the charges were chosen") && !b.contains("G_μmax"));
+    // The spending chart runs over time and draws the budget as 2, then a step down to 1.2.
+    assert!(b.contains("after 1 budget changes"), "{b}");
+    assert!(b.contains("time (UTC), "), "{b}");
+    let budget_path = b
+        .split("class=\"budget-line\" d=\"")
+        .nth(1)
+        .and_then(|t| t.split('"').next())
+        .unwrap_or_default();
+    assert_eq!(budget_path.matches(" V").count(), 1, "{budget_path}");
+    // μ = 2: the trade-off chart opens on the log α axis; linear is one link away.
+    assert!(
+        b.contains("<strong>log</strong>") && b.contains("alpha=linear"),
+        "{b}"
+    );
+    let (_, lin) = page(&app, &cookie, "/ui/datasets/alpha?alpha=linear").await;
+    assert!(lin.contains("<strong>linear</strong>") && lin.contains("on a linear α axis"));
 }
 
 /// Issue 37: a budget spent exactly reads 100 % and exhausted, never 100.1 % or a μ spent above

@@ -2,7 +2,7 @@
 //! interpolated value). No script: links and forms only, so every page works with a keyboard
 //! and without JavaScript.
 
-use super::charts::{self, Curve, Step};
+use super::charts::{self, BudgetFrom, Curve, Step};
 use super::fmt::{enc, num, num_down, num_up, num_up_near};
 use crate::ledger::audit::AuditView;
 use crate::ledger::dashboard::{DatasetCard, DatasetPage, UnitLine};
@@ -369,6 +369,10 @@ impl TableFilter {
 }
 
 /// A dataset's page.
+/// The guarantee's μ from which the trade-off chart opens on a log α axis: at μ = 2 the curve
+/// is already below β = 0.25 for α ≥ 0.1, and it vanishes into the axis as μ grows.
+const LOG_ALPHA_FROM_MU: f64 = 2.0;
+
 pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup {
     let d = &p.card.dataset;
     let f = Frame {
@@ -377,36 +381,59 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
         current: Nav::Datasets,
     };
     let r = &p.report;
-    let log = filter.alpha == "log";
-    let steps: Vec<Step<'_>> = p
-        .units
-        .iter()
-        .filter(|c| c.status != "released")
-        .filter_map(|c| {
-            c.mu_after.map(|m| Step {
-                seq: c.seq,
-                at: &c.created_at,
+    // A linear α axis shows nothing at a large μ (β ≈ 0 over nearly all of it): the log axis is
+    // the default there, and either may be chosen.
+    let log = match filter.alpha.as_str() {
+        "log" => true,
+        "linear" => false,
+        _ => d.statement.mu >= LOG_ALPHA_FROM_MU,
+    };
+    let parse = |t: &str| {
+        chrono::DateTime::parse_from_rfc3339(t)
+            .ok()
+            .map(|t| t.to_utc())
+    };
+    let mut steps: Vec<Step> = Vec::new();
+    for c in p.units.iter().filter(|c| c.status != "released") {
+        if let (Some(m), Some(at)) = (c.mu_after, parse(&c.created_at)) {
+            // Time never runs backward on the axis (replicas' clocks may disagree a little).
+            let at = steps.last().map_or(at, |s: &Step| s.at.max(at));
+            steps.push(Step {
+                at,
                 mu_after: m,
                 reserved: matches!(c.status.as_str(), "reserved" | "started"),
-            })
+            });
+        }
+    }
+    let budgets: Vec<BudgetFrom> = p
+        .budgets
+        .iter()
+        .filter_map(|(since, mu)| {
+            let from = match since {
+                None => chrono::DateTime::<chrono::Utc>::MIN_UTC,
+                Some(t) => parse(t)?,
+            };
+            Some(BudgetFrom { from, mu: *mu })
         })
         .collect();
     let pts = |t: &[crate::accountant::report::TradeoffPoint]| -> Vec<(f64, f64)> {
         t.iter().map(|q| (q.alpha, q.beta)).collect()
     };
+    let at = format!(
+        "μ = {}, δ = {}",
+        num_up_near(d.statement.mu, d.statement.mu / (1.0 + 1e-9)),
+        num_up_near(d.statement.delta, d.statement.delta / (1.0 + 1e-9))
+    );
     let stated = match d.statement.validity {
-        crate::ledger::Validity::Always => {
-            "Guarantee: G_μmax ⊗ f_0,δmax at the budget's cap (holds however the charges and budget \
-             changes were chosen)"
-        }
-        crate::ledger::Validity::UnlessRaised => {
-            "Guarantee: G_μmax ⊗ f_0,δmax at the highest budget so far (holds unless the budget is \
-             raised above it)"
-        }
-        crate::ledger::Validity::Unknown => {
-            "Not a guarantee: no filter statement holds for this ledger's past (G_μmax ⊗ f_0,δmax \
-             drawn for reference)"
-        }
+        crate::ledger::Validity::Always => format!(
+            "The budget's guarantee ({at}): holds however the charges and budget changes were chosen"
+        ),
+        crate::ledger::Validity::UnlessRaised => format!(
+            "The guarantee of the highest budget so far ({at}): holds unless the budget is raised above it"
+        ),
+        crate::ledger::Validity::Unknown => format!(
+            "Not a guarantee: no statement holds for this ledger's past (the highest budget, {at}, drawn for reference)"
+        ),
     };
     let mut curves = vec![Curve {
         name: stated,
@@ -415,15 +442,19 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
     }];
     if let Some(s) = &p.spending {
         curves.push(Curve {
-            name:
-                "Spent so far, G_μspent ⊗ f_0,δspent: progress toward the budget, not a guarantee",
+            name: format!(
+                "Spent so far (μ = {}, δ = {}): progress toward the budget, not a guarantee",
+                num_up(shown_mu_spent(d)),
+                num_up(d.delta_spent)
+            ),
             class: "spent",
             points: pts(s),
         });
     }
     if let Some(x) = &r.exact_composition {
         curves.push(Curve {
-            name: "Exact composition of the charges: valid only if they had been fixed in advance",
+            name: "Exact composition of the charges: valid only had they been fixed in advance"
+                .into(),
             class: "exact",
             points: pts(&x.report.tradeoff),
         });
@@ -500,15 +531,15 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
             }
             section aria-labelledby="h-spend" {
                 h2 #h-spend { "μ spent over time" }
-                p.note { "Each unit is a step; reserved units (not yet committed or released) are marked with a dot." }
-                (charts::spending(&steps, d.budget.mu()))
+                p.note { "Each unit is a step at the time it was charged; the dashed line is the budget at each time (a step where it was changed); reserved units (not yet committed or released) are marked with a dot." }
+                (charts::spending(&steps, &budgets, chrono::Utc::now()))
             }
             section aria-labelledby="h-curve" {
                 h2 #h-curve { "Trade-off curve" }
                 p.note {
                     "β = f(α): the smallest type II error of any membership test at type I error α. Lower curves mean an attacker does better. α axis: "
                     @if log {
-                        a href=(filter.link(&d.id, |f| f.alpha.clear())) { "linear" } " · " strong { "log" }
+                        a href=(filter.link(&d.id, |f| f.alpha = "linear".into())) { "linear" } " · " strong { "log" }
                     } @else {
                         strong { "linear" } " · " a href=(filter.link(&d.id, |f| f.alpha = "log".into())) { "log" }
                     }
@@ -560,7 +591,7 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
                             }
                         }
                     }
-                    @if log { input type="hidden" name="alpha" value="log"; }
+                    @if !filter.alpha.is_empty() { input type="hidden" name="alpha" value=(filter.alpha); }
                     button type="submit" { "Filter" }
                 }
                 @if p.truncated {
