@@ -757,3 +757,47 @@ async fn an_analyst_following_the_audit_link_is_told_to_name_a_dataset() {
     assert!(html.contains("id=\"audit-needs-dataset\""), "{html}");
     assert!(html.contains("name a dataset you audit"), "{html}");
 }
+
+/// Issue 37: one charge over several blocks writes a record per block; the audit page shows it as
+/// one change (the ledgers inside), not one row per block.
+#[tokio::test]
+async fn a_charge_over_many_blocks_is_one_row_of_the_audit_page() {
+    let app = spawn_app().await;
+    let (s, b) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "ev", "budget": {"mu": 1.0},
+                "partitioning": {"type": "time", "width": "day"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (s, b) = app
+        .post(
+            "/v1/charges",
+            json!({"datasets": [{"id": "ev", "time_range": {"from": "2026-11-01T00:00:00Z", "to": "2026-11-07T00:00:00Z"}}],
+                "event": {"type": "gdp", "mu": 0.3}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (s, b) = app
+        .post(
+            "/v1/charges",
+            json!({"datasets": [{"id": "ev", "blocks": ["2026-11-03"]}],
+                "event": {"type": "gdp", "mu": 0.2}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let cookie = session(&app, &app.token).await;
+    let (s, html) = page(&app, &cookie, "/ui/audit?action=unit.admitted").await;
+    assert_eq!(s, StatusCode::OK);
+    let rows = html.matches("<tr").count() - 1; // less the header
+    assert_eq!(rows, 2, "{html}");
+    assert_eq!(html.matches("<tr class=\"group\"").count(), 1, "{html}");
+    assert!(html.contains("6 ledgers"), "{html}");
+    assert!(
+        html.contains("One change on 6 ledgers: ev@2026-11-01, ev@2026-11-02 … ev@2026-11-06"),
+        "{html}"
+    );
+    // Each block's record is inside, with its own before → after.
+    assert_eq!(html.matches("<li><strong>ev@2026-11-").count(), 6, "{html}");
+}

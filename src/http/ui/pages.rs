@@ -822,6 +822,55 @@ fn change_of(r: &AuditView) -> String {
     }
 }
 
+/// The records of `records` (newest first) grouped by change: consecutive records of the same
+/// action on the same target by the same request, each on another ledger, are one change (a
+/// charge over several blocks or datasets writes one record per ledger, in one transaction).
+fn changes(records: &[AuditView]) -> Vec<&[AuditView]> {
+    let same = |a: &AuditView, b: &AuditView| {
+        a.target.is_some()
+            && a.target == b.target
+            && a.action == b.action
+            && a.request_id == b.request_id
+            && a.principal == b.principal
+            && a.dataset_id != b.dataset_id
+    };
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=records.len() {
+        if i == records.len() || !same(&records[start], &records[i]) {
+            out.push(&records[start..i]);
+            start = i;
+        }
+    }
+    out
+}
+
+/// The ledgers of a grouped change, oldest record first: all of them up to four, else the first
+/// two … the last.
+fn ledgers_of(g: &[AuditView]) -> String {
+    let ids: Vec<&str> = g
+        .iter()
+        .rev()
+        .map(|r| r.dataset_id.as_deref().unwrap_or(""))
+        .collect();
+    if ids.len() <= 4 {
+        ids.join(", ")
+    } else {
+        format!("{}, {} … {}", ids[0], ids[1], ids[ids.len() - 1])
+    }
+}
+
+/// A record's time as the tables show it.
+fn when(at: &str) -> String {
+    at.get(..19).unwrap_or(at).replace('T', " ")
+}
+
+/// A record's target, shortened (the whole in its title).
+fn target(r: &AuditView) -> Markup {
+    let t = r.target.as_deref().unwrap_or("");
+    html! { code title=(t) { (t.chars().take(14).collect::<String>()) } }
+}
+
 /// The audit log.
 pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Option<i64>) -> Markup {
     let frame = Frame {
@@ -852,16 +901,40 @@ pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Opti
                             th scope="col" { "action" } th scope="col" { "dataset" } th scope="col" { "target" }
                             th scope="col" { "before → after" } th scope="col" { "hash" } } }
                         tbody {
-                            @for r in records {
-                                tr {
-                                    td { (r.id) }
-                                    td { (r.at.get(..19).unwrap_or(&r.at).replace('T', " ")) }
-                                    td { (r.principal) }
-                                    td { code { (r.action) } }
-                                    td { (r.dataset_id.as_deref().unwrap_or("")) }
-                                    td { code title=(r.target.as_deref().unwrap_or("")) { (r.target.as_deref().unwrap_or("").chars().take(14).collect::<String>()) } }
-                                    td.change { (change_of(r)) }
-                                    td { code title=(r.hash) { (r.hash.get(..12).unwrap_or(&r.hash)) } }
+                            @for g in changes(records) {
+                                @if let [r] = g {
+                                    tr {
+                                        td { (r.id) }
+                                        td { (when(&r.at)) }
+                                        td { (r.principal) }
+                                        td { code { (r.action) } }
+                                        td { (r.dataset_id.as_deref().unwrap_or("")) }
+                                        td { (target(r)) }
+                                        td.change { (change_of(r)) }
+                                        td { code title=(r.hash) { (r.hash.get(..12).unwrap_or(&r.hash)) } }
+                                    }
+                                } @else {
+                                    // One change written to several ledgers (a charge over many
+                                    // blocks or datasets): one row, each ledger's record inside.
+                                    tr.group {
+                                        td { (g[g.len() - 1].id) "–" (g[0].id) }
+                                        td { (when(&g[0].at)) }
+                                        td { (g[0].principal) }
+                                        td { code { (g[0].action) } }
+                                        td { (g.len()) " ledgers" }
+                                        td { (target(&g[0])) }
+                                        td.change {
+                                            details {
+                                                summary { "One change on " (g.len()) " ledgers: " (ledgers_of(g)) }
+                                                ul.ledgers {
+                                                    @for r in g.iter().rev() {
+                                                        li { strong { (r.dataset_id.as_deref().unwrap_or("")) } " (#" (r.id) "): " (change_of(r)) }
+                                                    }
+                                                }
+                                            }
+                                        }
+                                        td { code title=(g[0].hash) { (g[0].hash.get(..12).unwrap_or(&g[0].hash)) } }
+                                    }
                                 }
                             }
                         }
