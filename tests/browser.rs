@@ -265,20 +265,18 @@ async fn text(c: &Client, css: &str) -> String {
     panic!("reading {css}: {last}")
 }
 
-/// Types `event` into the preview form, sends it and returns the verdict's text.
-async fn preview(c: &Client, event: &str) -> String {
-    let area = c.find(Locator::Id("event")).await.unwrap();
-    area.clear().await.unwrap();
-    area.send_keys(event).await.unwrap();
+/// Fills the preview form's fields for one Gaussian release of noise multiplier `sigma` (no
+/// sampling, one step), sends it and returns the verdict's text.
+async fn preview(c: &Client, sigma: &str) -> String {
+    let form = c.form(Locator::Id("preview-fields")).await.unwrap();
+    form.set_by_name("mechanism", "gaussian").await.unwrap();
+    form.set_by_name("noise_multiplier", sigma).await.unwrap();
+    form.set_by_name("sampling", "none").await.unwrap();
+    form.set_by_name("steps", "1").await.unwrap();
     // The page before the submission may already show a verdict: wait until that page is gone
     // (its elements go stale) before reading the new one, or the read races the navigation.
-    let before = c.find(Locator::Id("event")).await.unwrap();
-    c.form(Locator::Css("form.preview"))
-        .await
-        .unwrap()
-        .submit()
-        .await
-        .unwrap();
+    let before = c.find(Locator::Id("preview-fields")).await.unwrap();
+    form.submit().await.unwrap();
     for _ in 0..600 {
         if before.tag_name().await.is_err() {
             break;
@@ -531,12 +529,15 @@ async fn the_dashboard_in_a_real_browser() {
 
     // The preview form: would this run fit?
     c.goto(&format!("{url}/ui/datasets/cifar10")).await.unwrap();
-    let verdict = preview(&c, r#"{"type": "gaussian", "noise_multiplier": 3}"#).await;
+    let verdict = preview(&c, "3").await;
     assert!(verdict.starts_with("Yes"), "{verdict}");
     assert!(text(&c, "#unit").await.contains("μ = 0.3334"));
+    // Calibration's suggestions beside the verdict.
+    assert!(!text(&c, "#fits-sigma").await.is_empty());
+    assert!(!text(&c, "#fits-steps").await.is_empty());
     fit(&c, 1280, 700).await;
     shot(&c, "preview").await;
-    let verdict = preview(&c, r#"{"type": "gaussian", "noise_multiplier": 0.2}"#).await;
+    let verdict = preview(&c, "0.2").await;
     assert!(verdict.starts_with("No"), "{verdict}");
 
     // The audit log, filtered by dataset.

@@ -420,7 +420,7 @@ async fn shown_figures_agree_with_the_api_to_the_digits_shown() {
         "POST",
         "/ui/datasets/alpha/preview",
         &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
-        Some("event=%7B%22type%22%3A%22gaussian%22%2C%22noise_multiplier%22%3A2%7D"),
+        Some("form=json&event=%7B%22type%22%3A%22gaussian%22%2C%22noise_multiplier%22%3A2%7D"),
     )
     .await;
     assert_eq!(s, StatusCode::OK);
@@ -440,7 +440,7 @@ async fn shown_figures_agree_with_the_api_to_the_digits_shown() {
         "POST",
         "/ui/datasets/alpha/preview",
         &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
-        Some("event=%7B%22type%22%3A%22gaussian%22%2C%22noise_multiplier%22%3A0.3%7D"),
+        Some("form=json&event=%7B%22type%22%3A%22gaussian%22%2C%22noise_multiplier%22%3A0.3%7D"),
     )
     .await;
     assert_eq!(s, StatusCode::OK);
@@ -450,11 +450,72 @@ async fn shown_figures_agree_with_the_api_to_the_digits_shown() {
         "POST",
         "/ui/datasets/alpha/preview",
         &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
-        Some("event=%7B%22type%22%3A%22gaussian%22%7D"),
+        Some("form=json&event=%7B%22type%22%3A%22gaussian%22%7D"),
     )
     .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(b.contains("noise_multiplier"), "{b}");
+    // The form by its fields: a DP-SGD run, and what calibration says would fit beside it.
+    let post = |body: &'static str| {
+        let cookie = cookie.clone();
+        let app = &app;
+        async move {
+            raw(
+                app,
+                "POST",
+                "/ui/datasets/alpha/preview",
+                &[("cookie", &cookie), ("sec-fetch-site", "same-origin")],
+                Some(body),
+            )
+            .await
+        }
+    };
+    let (s, _, b) = post(
+        "form=fields&mechanism=gaussian&noise_multiplier=0.8&sampling=poisson&sampling_rate=0.01\
+         &population_size=&sample_size=&steps=1000",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let run = json!({"type": "self_composed", "count": 1000, "event": {"type": "poisson_sampled",
+        "sampling_rate": 0.01, "event": {"type": "gaussian", "noise_multiplier": 0.8}}});
+    assert!(
+        b.contains(&maud::html! { (run.to_string()) }.into_string()),
+        "{b}"
+    );
+    let (_, p) = app
+        .post(
+            "/v1/datasets/alpha/charges/preview",
+            json!({ "event": run }),
+        )
+        .await;
+    let verdict = if p["admitted"] == true { "Yes" } else { "No" };
+    assert!(text_of(&b, "verdict").starts_with(verdict), "{b}");
+    for (free, id) in [("noise_multiplier", "fits-sigma"), ("count", "fits-steps")] {
+        let (s, c) = app
+            .post(
+                "/v1/datasets/alpha/calibrate",
+                json!({"event": run, "free_parameter": free}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{c}");
+        let shown = text_of(&b, id);
+        let value = c["value"].as_f64().unwrap();
+        if free == "count" {
+            assert_eq!(shown, format!("{}", value as u64), "{b}");
+        } else {
+            // Shown rounded up (a smaller σ would not fit).
+            let shown = parse_shown(&shown).unwrap();
+            assert!(
+                shown >= value && shown - value <= value * SHOWN_REL,
+                "{shown} vs {c}"
+            );
+        }
+    }
+    // A field that is not a number is named.
+    let (s, _, b) =
+        post("form=fields&mechanism=gaussian&noise_multiplier=abc&sampling=none&steps=1").await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert!(b.contains("noise_multiplier: must be a number"), "{b}");
     // Nothing was charged by the previews.
     let (_, after) = app.get("/v1/datasets/alpha").await;
     assert_eq!(after["units"], 3);

@@ -354,17 +354,12 @@ async fn dataset(
     }
 }
 
-#[derive(serde::Deserialize)]
-struct PreviewForm {
-    event: String,
-}
-
 async fn preview(
     Session(actor): Session,
     State(s): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    form: Form<PreviewForm>,
+    form: Form<pages::PreviewFields>,
 ) -> Response {
     let who = actor.principal.name.clone();
     if !same_origin(&headers) {
@@ -373,12 +368,26 @@ async fn preview(
     if let Err(e) = dataset_id(&id) {
         return error_page(Some(&who), e);
     }
-    let event = form.0.event;
+    let form = form.0;
+    // The event: the JSON as given, or built from the fields (a field that is not a number is
+    // named here; ranges are the API's parser's to check).
+    let event = if form.is_json() {
+        super::json_body(form.event.as_bytes())
+    } else {
+        form.event()
+            .map_err(|(field, why)| ApiError::invalid_param(field, &why))
+    };
     // The API's own parsing: the event as `POST …/charges/preview` takes it.
-    let parsed = super::json_body(event.as_bytes()).and_then(|v| {
-        crate::ledger::input::ChargeRequest::from_json(&serde_json::json!({ "event": v }), None)
-            .map_err(ApiError::from)
-    });
+    let (event, parsed) = match event {
+        Ok(v) => {
+            let req = crate::ledger::input::ChargeRequest::from_json(
+                &serde_json::json!({ "event": &v }),
+                None,
+            );
+            (Some(v), req.map_err(ApiError::from))
+        }
+        Err(e) => (None, Err(e)),
+    };
     let result = match parsed {
         Ok(req) => s
             .ledgers
@@ -388,17 +397,53 @@ async fn preview(
         Err(e) => Err(e),
     };
     match result {
-        Ok(p) => page(StatusCode::OK, pages::preview(&who, &id, &event, Ok(&p))),
+        Ok(p) => {
+            let suggestions = match &event {
+                Some(e) => suggest(&s, &actor, &id, e).await,
+                None => pages::Suggestions::default(),
+            };
+            page(
+                StatusCode::OK,
+                pages::preview(&who, &id, &form, event.as_ref(), Ok((&p, &suggestions))),
+            )
+        }
         Err(e)
             if e.status() == StatusCode::UNPROCESSABLE_ENTITY
                 || e.status() == StatusCode::BAD_REQUEST =>
         {
             page(
                 e.status(),
-                pages::preview(&who, &id, &event, Err(e.code_and_message())),
+                pages::preview(&who, &id, &form, event.as_ref(), Err(e.code_and_message())),
             )
         }
         Err(e) => error_page(Some(&who), e),
+    }
+}
+
+/// Calibration's answers for the previewed event, both at once: the smallest noise multiplier
+/// and the most steps that fit now (each absent when the event has no such parameter, nothing
+/// fits, or calibration is refused — a suggestion is never required).
+async fn suggest(
+    s: &AppState,
+    actor: &Actor,
+    id: &str,
+    event: &serde_json::Value,
+) -> pages::Suggestions {
+    let calibrate = |free: &'static str| async move {
+        let req = crate::ledger::input::CalibrateRequest::from_json(
+            &serde_json::json!({"event": event, "free_parameter": free}),
+            false,
+        )
+        .ok()?;
+        s.ledgers.calibrate(actor, id, req).await.ok()
+    };
+    let (sigma, steps) = tokio::join!(calibrate("noise_multiplier"), calibrate("count"));
+    pages::Suggestions {
+        noise_multiplier: sigma.map(|c| c.value).filter(|v| v.is_finite() && *v > 0.0),
+        steps: steps
+            .map(|c| c.value)
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| v as u64),
     }
 }
 

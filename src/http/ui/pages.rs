@@ -656,7 +656,7 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
             @if d.partitioning.is_none() {
                 section aria-labelledby="h-preview" {
                     h2 #h-preview { "Would this run fit?" }
-                    (preview_form(&d.id, ""))
+                    (preview_form(&d.id, &PreviewFields::default()))
                 }
             } @else {
                 section aria-labelledby="h-preview" {
@@ -668,19 +668,151 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
     )
 }
 
-/// The preview form (an event in the API's JSON, as `POST /v1/datasets/{id}/charges/preview`
-/// takes it).
-fn preview_form(id: &str, event: &str) -> Markup {
-    // A DP-SGD run: 1000 steps, each a Poisson-sampled Gaussian (q = 0.01, σ = 1.1).
-    let example = r#"{"type": "self_composed", "count": 1000, "event": {"type": "poisson_sampled", "sampling_rate": 0.01, "event": {"type": "gaussian", "noise_multiplier": 1.1}}}"#;
+/// The preview form's fields: a run described by its parts (the form the dashboard offers), or
+/// an event in the API's JSON (`form = "json"`).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default)]
+pub struct PreviewFields {
+    /// `fields` (the default) or `json`.
+    pub form: String,
+    /// `gaussian` or `laplace`.
+    pub mechanism: String,
+    pub noise_multiplier: String,
+    /// `none`, `poisson` or `without_replacement`.
+    pub sampling: String,
+    pub sampling_rate: String,
+    pub population_size: String,
+    pub sample_size: String,
+    pub steps: String,
+    /// The event as JSON (`form = "json"`).
+    pub event: String,
+}
+
+impl Default for PreviewFields {
+    /// A DP-SGD run: 1000 steps, each a Poisson-sampled Gaussian (q = 0.01, σ = 1.1).
+    fn default() -> Self {
+        PreviewFields {
+            form: "fields".into(),
+            mechanism: "gaussian".into(),
+            noise_multiplier: "1.1".into(),
+            sampling: "poisson".into(),
+            sampling_rate: "0.01".into(),
+            population_size: "60000".into(),
+            sample_size: "600".into(),
+            steps: "1000".into(),
+            event: r#"{"type": "self_composed", "count": 1000, "event": {"type": "poisson_sampled", "sampling_rate": 0.01, "event": {"type": "gaussian", "noise_multiplier": 1.1}}}"#.into(),
+        }
+    }
+}
+
+impl PreviewFields {
+    /// Whether the event is given as JSON.
+    pub fn is_json(&self) -> bool {
+        self.form == "json"
+    }
+
+    /// The event the fields describe, in the API's JSON (`steps` times the sampled mechanism), or
+    /// the field that is wrong and why. Ranges are the API's to check (its message names the
+    /// event's path); here only what is not a number.
+    pub fn event(&self) -> Result<serde_json::Value, (&'static str, String)> {
+        use serde_json::json;
+        let number = |name: &'static str, v: &str| -> Result<f64, (&'static str, String)> {
+            v.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or((
+                    name,
+                    format!(
+                        "must be a number, got {:?}",
+                        v.chars().take(40).collect::<String>()
+                    ),
+                ))
+        };
+        let whole = |name: &'static str, v: &str| -> Result<u64, (&'static str, String)> {
+            v.trim().parse::<u64>().map_err(|_| {
+                (
+                    name,
+                    format!(
+                        "must be a whole number, got {:?}",
+                        v.chars().take(40).collect::<String>()
+                    ),
+                )
+            })
+        };
+        let mechanism = match self.mechanism.as_str() {
+            m @ ("gaussian" | "laplace") => m,
+            other => {
+                return Err((
+                    "mechanism",
+                    format!("must be gaussian or laplace, got {other:?}"),
+                ))
+            }
+        };
+        let base = json!({"type": mechanism, "noise_multiplier": number("noise_multiplier", &self.noise_multiplier)?});
+        let step = match self.sampling.as_str() {
+            "none" => base,
+            "poisson" => json!({"type": "poisson_sampled",
+                "sampling_rate": number("sampling_rate", &self.sampling_rate)?, "event": base}),
+            "without_replacement" => json!({"type": "sampled_without_replacement",
+                "population_size": whole("population_size", &self.population_size)?,
+                "sample_size": whole("sample_size", &self.sample_size)?, "event": base}),
+            other => {
+                return Err((
+                    "sampling",
+                    format!("must be none, poisson or without_replacement, got {other:?}"),
+                ))
+            }
+        };
+        Ok(json!({"type": "self_composed", "count": whole("steps", &self.steps)?, "event": step}))
+    }
+}
+
+/// What calibration suggests beside a preview, for the same run: the smallest noise multiplier
+/// with which it fits now, and the most steps that fit now as it is.
+#[derive(Debug, Clone, Default)]
+pub struct Suggestions {
+    pub noise_multiplier: Option<f64>,
+    pub steps: Option<u64>,
+}
+
+/// The preview forms: a run by its parts, and (folded) an event in the API's JSON.
+fn preview_form(id: &str, f: &PreviewFields) -> Markup {
+    let action = format!("/ui/datasets/{id}/preview");
     html! {
-        form.preview method="post" action=(format!("/ui/datasets/{id}/preview")) {
-            label for="event" { "Event (JSON, as the API takes it)" }
-            textarea #event name="event" rows="5" spellcheck="false" required {
-                (if event.is_empty() { example } else { event })
+        form.preview #preview-fields method="post" action=(action) {
+            input type="hidden" name="form" value="fields";
+            div.fields {
+                label { "Mechanism "
+                    select name="mechanism" {
+                        option value="gaussian" selected[f.mechanism == "gaussian"] { "Gaussian" }
+                        option value="laplace" selected[f.mechanism == "laplace"] { "Laplace" }
+                    }
+                }
+                label { "Noise multiplier (σ ÷ sensitivity) " input type="text" inputmode="decimal" name="noise_multiplier" value=(f.noise_multiplier) required; }
+                label { "Batch sampling "
+                    select name="sampling" {
+                        option value="poisson" selected[f.sampling == "poisson"] { "Poisson (each record with probability q)" }
+                        option value="without_replacement" selected[f.sampling == "without_replacement"] { "Fixed-size batch, without replacement" }
+                        option value="none" selected[f.sampling == "none"] { "None (the whole dataset each step)" }
+                    }
+                }
+                label { "Sampling rate q (Poisson) " input type="text" inputmode="decimal" name="sampling_rate" value=(f.sampling_rate); }
+                label { "Dataset size (fixed-size) " input type="text" inputmode="numeric" name="population_size" value=(f.population_size); }
+                label { "Batch size (fixed-size) " input type="text" inputmode="numeric" name="sample_size" value=(f.sample_size); }
+                label { "Steps " input type="text" inputmode="numeric" name="steps" value=(f.steps) required; }
             }
             button type="submit" { "Preview" }
-            p.note { "Nothing is charged: this asks the gate what it would do now." }
+            p.note { "Nothing is charged: this asks the gate what it would do now, and what would fit." }
+        }
+        details.json-form open[f.is_json()] {
+            summary { "Or give the event as JSON (any event the API takes)" }
+            form.preview method="post" action=(action) {
+                input type="hidden" name="form" value="json";
+                label for="event" { "Event (JSON, as POST /v1/datasets/" (id) "/charges takes it)" }
+                textarea #event name="event" rows="5" spellcheck="false" required { (f.event) }
+                button type="submit" { "Preview" }
+            }
         }
     }
 }
@@ -689,8 +821,9 @@ fn preview_form(id: &str, event: &str) -> Markup {
 pub fn preview(
     principal: &str,
     id: &str,
-    event: &str,
-    result: Result<&Preview, (&str, &str)>,
+    form: &PreviewFields,
+    event: Option<&serde_json::Value>,
+    result: Result<(&Preview, &Suggestions), (&str, &str)>,
 ) -> Markup {
     let f = Frame {
         title: "Preview",
@@ -703,11 +836,12 @@ pub fn preview(
             nav.crumbs aria-label="Breadcrumb" { a href="/ui" { "Datasets" } " / " a href=(format!("/ui/datasets/{id}")) { (id) } " / preview" }
             h1 { "Would this run fit?" }
             @match result {
-                Ok(p) => {
+                Ok((p, s)) => {
                     @if p.admitted {
                         p.verdict.ok #verdict role="status" { "Yes: the gate would admit it now." }
                     } @else {
-                        p.verdict.no #verdict role="status" { "No: the gate would refuse it. " (p.reason.as_deref().unwrap_or("")) }
+                        p.verdict.no #verdict role="status" { "No: the gate would refuse it." }
+                        @if let Some(r) = &p.reason { p #refusal { "Why: " (r) } }
                     }
                     dl.figures {
                         dt { "the unit's certificate" } dd { span #unit { "μ = " (num_up(p.unit.mu())) ", δ = " (num_up(p.unit.delta())) } }
@@ -718,13 +852,23 @@ pub fn preview(
                         @if let Some(n) = p.units_like_this {
                             dt { "units like it that fit now" } dd { span #units-like-this { (n) } span.of { " (this one included; each still decided by the gate)" } }
                         }
+                        @if let Some(sigma) = s.noise_multiplier {
+                            dt { "smallest noise multiplier that fits now" } dd { span #fits-sigma { (num_up(sigma)) } span.of { " (same sampling and steps)" } }
+                        }
+                        @if let Some(n) = s.steps {
+                            dt { "most steps that fit now" } dd { span #fits-steps { (n) } span.of { " (same mechanism and sampling)" } }
+                        }
                     }
+                    p.note { "Suggestions come from POST /v1/datasets/" (id) "/calibrate against the ledger as it stands now (and the caller's share); a later charge by anyone changes them, and every charge is still decided by the gate." }
                 }
                 Err((code, message)) => {
-                    p.verdict.no #verdict role="alert" { "The event was not accepted: " code { (code) } " — " (message) }
+                    p.verdict.no #verdict role="alert" { "The event was not accepted: " (message) " (" code { (code) } ")" }
                 }
             }
-            (preview_form(id, event))
+            @if let Some(e) = event {
+                p.note { "As the API takes it: " code #event-json { (e.to_string()) } }
+            }
+            (preview_form(id, form))
         },
     )
 }
