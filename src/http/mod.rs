@@ -1,6 +1,7 @@
 //! The HTTP edge: router, extractors, OpenAPI, docs page, middleware.
 
 pub mod conn;
+mod docs;
 pub mod error;
 mod events_schema;
 pub mod handlers;
@@ -12,7 +13,7 @@ use crate::ledger::Ledgers;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use error::ApiError;
@@ -463,7 +464,7 @@ fn security_headers(router: Router) -> Router {
         .layer(h("cache-control", "no-store"))
         .layer(h(
             "content-security-policy",
-            "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
+            "default-src 'none'; frame-ancestors 'none'",
         ))
 }
 
@@ -650,6 +651,10 @@ pub fn router(mut state: AppState, limits: Limits) -> Router {
     let (api, _) = api().split_for_parts();
     let api = api.route_layer(middleware::from_fn(check_params));
     let spec = Arc::new(openapi_json());
+    let docs_page: Arc<str> = docs::page(
+        &serde_json::from_str(&spec).expect("the service's own OpenAPI document is JSON"),
+    )
+    .into();
     let state_for_ui = state.clone();
     let inner = api
         .route(
@@ -667,7 +672,27 @@ pub fn router(mut state: AppState, limits: Limits) -> Router {
                 }
             }),
         )
-        .route("/docs", get(|| async { Html(DOCS_PAGE) }))
+        .route(
+            "/docs",
+            get(move || {
+                let page = docs_page.clone();
+                async move {
+                    (
+                        [
+                            (
+                                header::CONTENT_TYPE,
+                                HeaderValue::from_static("text/html; charset=utf-8"),
+                            ),
+                            (
+                                header::CONTENT_SECURITY_POLICY,
+                                HeaderValue::from_static(docs::CSP),
+                            ),
+                        ],
+                        page.to_string(),
+                    )
+                }
+            }),
+        )
         .route("/metrics", get(handlers::metrics))
         .fallback(|| async { error::for_status(StatusCode::NOT_FOUND) })
         .with_state(state.clone())
@@ -729,40 +754,3 @@ fn log_failure(
 
 /// How often refused (503) requests are logged, with their count.
 pub const REFUSALS_LOG_EVERY: Duration = Duration::from_secs(10);
-
-/// A browsable view of the spec that needs nothing from the network: it fetches `/openapi.json`
-/// and renders the operations and schemas with a few lines of plain JavaScript.
-const DOCS_PAGE: &str = r#"<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>privacy-ledger API</title>
-<style>
-body{font:15px/1.45 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
-h1{font-size:1.5rem} details{border:1px solid #ddd;border-radius:6px;margin:.4rem 0;padding:.3rem .7rem}
-summary{cursor:pointer} code,pre{font:13px ui-monospace,monospace} pre{background:#f6f6f6;padding:.5rem;overflow:auto}
-.m{display:inline-block;min-width:4.2rem;font-weight:600}.get{color:#06c}.post{color:#080}.patch{color:#b60}
-</style></head><body>
-<h1>privacy-ledger API</h1><p id="desc"></p><p>Machine-readable spec: <a href="/openapi.json">/openapi.json</a></p>
-<div id="ops"></div><h2>Schemas</h2><div id="schemas"></div>
-<script>
-fetch('/openapi.json').then(r=>r.json()).then(s=>{
-  document.getElementById('desc').textContent=s.info.description||'';
-  const ops=document.getElementById('ops');
-  for(const [path,item] of Object.entries(s.paths)){
-    for(const [method,op] of Object.entries(item)){
-      const d=document.createElement('details');
-      const sm=document.createElement('summary');
-      sm.innerHTML='<span class="m '+method+'">'+method.toUpperCase()+'</span> <code></code> — ';
-      sm.querySelector('code').textContent=path;
-      sm.append(document.createTextNode(op.summary||''));
-      const pre=document.createElement('pre');
-      pre.textContent=JSON.stringify({description:op.description,parameters:op.parameters,requestBody:op.requestBody,responses:op.responses},null,2);
-      d.append(sm,pre);ops.append(d);
-    }
-  }
-  const sc=document.getElementById('schemas');
-  for(const [name,schema] of Object.entries((s.components||{}).schemas||{})){
-    const d=document.createElement('details');const sm=document.createElement('summary');
-    sm.textContent=name;const pre=document.createElement('pre');pre.textContent=JSON.stringify(schema,null,2);
-    d.append(sm,pre);sc.append(d);
-  }
-});
-</script></body></html>"#;

@@ -582,7 +582,13 @@ async fn operations_endpoints_answer() {
     assert_eq!(spec["openapi"], "3.1.0");
     let (s, page) = app.get("/docs").await;
     assert_eq!(s, StatusCode::OK);
-    assert!(page.as_str().unwrap().contains("/openapi.json"));
+    // Readable offline: rendered on the server, no script, every operation in a table.
+    let page = page.as_str().unwrap();
+    assert!(page.contains("/openapi.json") && !page.contains("<script"));
+    assert!(page.contains("id=\"create_charge\"") && page.contains("id=\"schema-ChargeRequest\""));
+    assert!(
+        page.contains("<a href=\"#schema-BudgetExceededBody\"><code>BudgetExceededBody</code></a>")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
