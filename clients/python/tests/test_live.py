@@ -246,3 +246,30 @@ def test_two_workers_on_one_run_never_share_a_chunk(ledger: Ledger) -> None:
     # b still thinks chunk 0 is next: told chunk_mismatch, it goes on from chunk 1.
     assert next(iter(b)).index == 1
     assert ledger.dataset(d).units == 2
+
+
+def test_a_charge_says_what_is_left_and_the_headline_agrees(ledger: Ledger) -> None:
+    name = fresh(ledger, 1.0)
+    c = ledger.charge(name, events.Gdp(0.6))
+    # Closed form: 1 − 0.6² = 0.64 of μ_B² left, so μ 0.8 remains and 36 % is used.
+    assert c.remaining is not None
+    assert c.remaining.mu == pytest.approx(0.8, rel=1e-9)
+    assert c.remaining.used_fraction == pytest.approx(0.36, rel=1e-9)
+    assert not c.remaining.exhausted
+    h = ledger.headline(name)
+    assert h.used_fraction == pytest.approx(0.36, rel=1e-9)
+    assert h.remaining_mu == pytest.approx(0.8, rel=1e-9)
+    assert h.epsilon_delta == 1e-5 and h.epsilon_remaining is not None
+    assert ledger.headline(name, delta=1e-6).epsilon_delta == 1e-6
+    # Spent to the budget exactly: 1.0 used, exhausted, nothing left.
+    last = ledger.charge(name, events.Gdp(0.8))
+    assert last.remaining is not None and last.remaining.exhausted
+    assert last.remaining.used_fraction == 1.0
+    assert ledger.headline(name).exhausted
+
+
+def test_alert_thresholds_are_read_and_set(ledger: Ledger) -> None:
+    name = fresh(ledger, 1.0)
+    assert ledger.alert_thresholds(name) == [0.5, 0.75, 0.9]
+    assert ledger.set_alert_thresholds(name, [0.25, 0.8]) == [0.25, 0.8]
+    assert ledger.alert_thresholds(name) == [0.25, 0.8]

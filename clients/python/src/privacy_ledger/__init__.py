@@ -32,7 +32,7 @@ from .errors import (
     UnitStarted,
 )
 from .events import Event, EventLike
-from .models import Charge, Chunk, Dataset, RunInfo, RunWarning, Token
+from .models import Charge, Chunk, Dataset, Headline, Remaining, RunInfo, RunWarning, Token
 
 __version__ = "0.1.0"
 
@@ -50,6 +50,7 @@ __all__ = [
     "Conflict",
     "ConnectionFailed",
     "Dataset",
+    "Headline",
     "Event",
     "EventLike",
     "Forbidden",
@@ -60,6 +61,7 @@ __all__ = [
     "NotReserved",
     "Overloaded",
     "RequestTimeout",
+    "Remaining",
     "Reservation",
     "RetryPolicy",
     "Run",

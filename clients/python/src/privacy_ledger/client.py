@@ -23,7 +23,7 @@ from ._transport import (
     seg,
 )
 from .errors import ChunkMismatch, RunComplete
-from .models import Charge, Chunk, Dataset, RunInfo, RunWarning, Token
+from .models import Charge, Chunk, Dataset, Headline, RunInfo, RunWarning, Token
 
 
 def _dataset_body(
@@ -79,6 +79,15 @@ def _run_body(
     if chunking_tolerance is not None:
         body["chunking_tolerance"] = chunking_tolerance
     return body
+
+
+def _headline_call(dataset: str, delta: float | None) -> Call:
+    params: dict[str, str | int] = {} if delta is None else {"delta": repr(float(delta))}
+    return Call("GET", f"/v1/datasets/{seg(dataset)}/headline", params=params)
+
+
+def _thresholds(body: Any) -> list[float]:
+    return [float(t) for t in body.get("thresholds", [])] if isinstance(body, dict) else []
 
 
 def _chunk_key(info: RunInfo, index: int, scope: str) -> str:
@@ -201,9 +210,22 @@ class Ledger:
                 return out
 
     def report(self, dataset: str) -> dict[str, Any]:
-        """What was spent, in every term (μ, ε(δ), f(α), attack risk)."""
+        """The budget's guarantee in every term (μ, ε(δ), f(α), attack risk), and what was spent."""
         out: dict[str, Any] = self._send(Call("GET", f"/v1/datasets/{seg(dataset)}/report"))
         return out
+
+    def headline(self, dataset: str, *, delta: float | None = None) -> Headline:
+        """The dataset at a glance: share used, what is left (μ, and ε at ``delta``), forecast."""
+        return Headline.of(self._send(_headline_call(dataset, delta)))
+
+    def alert_thresholds(self, dataset: str) -> list[float]:
+        """The used shares whose crossing sends the dataset's webhook alerts."""
+        return _thresholds(self._send(Call("GET", f"/v1/datasets/{seg(dataset)}/alerts")))
+
+    def set_alert_thresholds(self, dataset: str, thresholds: list[float]) -> list[float]:
+        """Sets them (admins of the dataset); an empty list leaves only the exhaustion alert."""
+        call = Call("PUT", f"/v1/datasets/{seg(dataset)}/alerts", {"thresholds": thresholds})
+        return _thresholds(self._send(call))
 
     # Units ----------------------------------------------------------------------------------
 
@@ -582,6 +604,16 @@ class AsyncLedger:
     async def report(self, dataset: str) -> dict[str, Any]:
         out: dict[str, Any] = await self._send(Call("GET", f"/v1/datasets/{seg(dataset)}/report"))
         return out
+
+    async def headline(self, dataset: str, *, delta: float | None = None) -> Headline:
+        return Headline.of(await self._send(_headline_call(dataset, delta)))
+
+    async def alert_thresholds(self, dataset: str) -> list[float]:
+        return _thresholds(await self._send(Call("GET", f"/v1/datasets/{seg(dataset)}/alerts")))
+
+    async def set_alert_thresholds(self, dataset: str, thresholds: list[float]) -> list[float]:
+        call = Call("PUT", f"/v1/datasets/{seg(dataset)}/alerts", {"thresholds": thresholds})
+        return _thresholds(await self._send(call))
 
     async def preview(
         self, dataset: str, event: ev.EventLike, *, delta: float | None = None

@@ -58,6 +58,75 @@ class Dataset:
 
 
 @dataclass(frozen=True)
+class Remaining:
+    """What is left after a charge (every 201 carries it): μ and δ, the share of the budget used
+    (``max(Σμᵢ²/μ_B², Σδᵢ/δ_B)``, exactly 1.0 when spent to the budget) and whether it is
+    exhausted; ``share`` is the same for the quota the charge was paid from, when there are
+    quotas."""
+
+    mu: float
+    delta: float
+    used_fraction: float
+    exhausted: bool
+    share: "Remaining | None" = None
+    holder: str | None = None
+
+    @classmethod
+    def of(cls, d: Mapping[str, Any]) -> "Remaining | None":
+        if not isinstance(d, dict) or _f(d, "mu") is None:
+            return None
+        s = d.get("share")
+        return cls(
+            mu=_f(d, "mu") or 0.0,
+            delta=_f(d, "delta") or 0.0,
+            used_fraction=_f(d, "used_fraction") or 0.0,
+            exhausted=d.get("exhausted") is True,
+            share=cls.of(s) if isinstance(s, dict) else None,
+            holder=_s(d, "holder"),
+        )
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A dataset at a glance (``GET /v1/datasets/{id}/headline``): the share of its budget used,
+    what is left in μ and as ε at ``epsilon_delta``, and the forecast at the last seven days'
+    rate. ``raw`` has the rest (runs in progress, the caller's share, a partitioned dataset's
+    blocks)."""
+
+    dataset: str
+    used_fraction: float
+    exhausted: bool
+    remaining_mu: float
+    remaining_delta: float
+    epsilon_delta: float
+    #: ε at ``epsilon_delta`` of the budget's whole guarantee, and of one release spending all
+    #: that is left (None when no finite ε holds at that δ).
+    epsilon_budget: float | None
+    epsilon_remaining: float | None
+    #: Days until the budget is used at the recent rate (None when nothing was spent lately).
+    days_left: float | None
+    exhausted_on: str | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> "Headline":
+        e, f = _d(d, "epsilon"), _d(d, "forecast")
+        return cls(
+            dataset=_s(d, "dataset") or "",
+            used_fraction=_f(d, "used_fraction") or 0.0,
+            exhausted=d.get("exhausted") is True,
+            remaining_mu=_f(d, "remaining_mu") or 0.0,
+            remaining_delta=_f(d, "remaining_delta") or 0.0,
+            epsilon_delta=_f(e, "delta") or 0.0,
+            epsilon_budget=_f(e, "budget"),
+            epsilon_remaining=_f(e, "remaining"),
+            days_left=_f(f, "days_left"),
+            exhausted_on=_s(f, "exhausted_on"),
+            raw=d,
+        )
+
+
+@dataclass(frozen=True)
 class Charge:
     """A unit the gate admitted: its id, status (``committed``, ``reserved``, ``started``,
     ``released``), certificate (μᵢ, δᵢ) and the dataset's μ after it."""
@@ -70,6 +139,8 @@ class Charge:
     run_id: str | None
     chunk: int | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    #: What is left after it (absent on answers that are not a new charge's).
+    remaining: Remaining | None = None
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> "Charge":
@@ -84,6 +155,7 @@ class Charge:
             run_id=_s(c, "run_id"),
             chunk=_i(c, "chunk"),
             raw=body,
+            remaining=Remaining.of(_d(body, "remaining")),
         )
 
 
