@@ -495,17 +495,25 @@ async fn the_dashboard_in_a_real_browser() {
         .await
         .unwrap();
 
-    // The log-scale α axis, and a filter on the units table.
-    c.find(Locator::LinkText("log"))
-        .await
-        .unwrap()
-        .click()
+    // A budget of μ = 2 opens the trade-off chart on the log α axis (the linear one is nearly
+    // blank there); linear is a link away, and back. Then a filter on the units table.
+    c.find(Locator::Css("svg[aria-label*='logarithmic']"))
         .await
         .unwrap();
-    c.wait()
-        .for_element(Locator::Css("svg[aria-label*='logarithmic']"))
-        .await
-        .unwrap();
+    for (link, axis) in [("linear", "linear"), ("log", "logarithmic")] {
+        c.find(Locator::LinkText(link))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        c.wait()
+            .for_element(Locator::Css(&format!(
+                "svg[aria-label*='on a {axis} α axis']"
+            )))
+            .await
+            .unwrap();
+    }
     let form = c.form(Locator::Css("form.filters")).await.unwrap();
     form.set_by_name("q", "DP-SGD").await.unwrap();
     form.submit().await.unwrap();
@@ -568,7 +576,27 @@ async fn the_dashboard_in_a_real_browser() {
     }
     c.goto(&format!("{url}/ui/datasets/cifar10")).await.unwrap();
     fit(&c, 390, 844).await;
+    // Chart text stays readable at phone width (the issue saw about 8 px).
+    let px = c
+        .execute(
+            "return Math.min(...[...document.querySelectorAll('svg.chart .axis-label')]\
+             .map(t => t.getBoundingClientRect().height))",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_f64()
+        .unwrap();
+    assert!(px >= 10.0, "chart text {px} px high at 390 px");
     shot(&c, "dataset-phone").await;
+
+    // The API reference: rendered on the server, readable without script, and at phone width.
+    c.goto(&format!("{url}/docs")).await.unwrap();
+    assert!(no_horizontal_scroll(&c).await, "/docs at 390 px");
+    c.set_window_size(1280, 900).await.unwrap();
+    c.goto(&format!("{url}/docs#create_charge")).await.unwrap();
+    assert!(text(&c, "#create_charge").await.contains("Responses"));
+    shot(&c, "docs").await;
 
     // Signing out leads back to the form.
     c.set_window_size(1280, 900).await.unwrap();

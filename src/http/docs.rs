@@ -24,6 +24,7 @@ th,td{border-bottom:1px solid #e1e4e8;padding:.3rem .5rem;text-align:left;vertic
 th{font-weight:600} td.n{white-space:nowrap} .req{color:#cf222e;font-size:.8rem}
 nav.toc ul{columns:2;padding-left:1.2rem} nav.toc li{break-inside:avoid}
 p.sum{margin:.2rem 0 .5rem} .muted{color:#6a737d}
+p,td,h1,h2,h3,li,code{overflow-wrap:anywhere}
 @media (max-width:40rem){nav.toc ul{columns:1} table{display:block;overflow-x:auto}}
 ";
 

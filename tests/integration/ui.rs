@@ -624,6 +624,8 @@ async fn the_dataset_page_states_the_high_water_mark_and_when_it_holds() {
         )
         .await;
     assert_eq!(s, StatusCode::CREATED);
+    // Times are kept to the millisecond: the change comes strictly after the first unit.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let (s, _) = app
         .call(
             "PATCH",
@@ -633,6 +635,15 @@ async fn the_dataset_page_states_the_high_water_mark_and_when_it_holds() {
         )
         .await;
     assert_eq!(s, StatusCode::OK);
+    // A unit after the change, so the change is inside the chart's span of units.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let (s, _) = app
+        .post(
+            "/v1/datasets/alpha/charges",
+            json!({"event": {"type": "gdp", "mu": 0.1}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
     let cookie = session(&app, &app.token).await;
     let (s, b) = page(&app, &cookie, "/ui/datasets/alpha").await;
     assert_eq!(s, StatusCode::OK);
@@ -647,7 +658,7 @@ async fn the_dataset_page_states_the_high_water_mark_and_when_it_holds() {
             && b.contains("): holds unless the budget is raised above it"),
         "{b}"
     );
-    assert!(b.contains("Spent so far (μ = 0.5"), "{b}");
+    assert!(b.contains("Spent so far (μ = 0.51"), "{b}");
     assert!(!b.contains("valid however the charges were chosen") && !b.contains("G_μmax"));
     // The spending chart runs over time and draws the budget as 2, then a step down to 1.2.
     assert!(b.contains("after 1 budget changes"), "{b}");

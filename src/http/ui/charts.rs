@@ -64,16 +64,17 @@ pub struct BudgetFrom {
 
 /// μ spent over time, as steps at the units' times, against the budget in effect at each time
 /// (a step wherever the budget was changed). `budgets` is in time order and starts with the
-/// budget in effect before the first change; `now` ends the time axis.
-pub fn spending(steps: &[Step], budgets: &[BudgetFrom], now: DateTime<Utc>) -> Markup {
+/// budget in effect before the first change.
+pub fn spending(steps: &[Step], budgets: &[BudgetFrom]) -> Markup {
     if steps.is_empty() {
         return html! { p.empty { "Nothing spent yet: the chart appears with the first charge." } };
     }
     let drawn = envelope(steps, MAX_STEPS);
+    // The axis spans the units (and a twentieth more, so the last step shows): a ledger spent
+    // in seconds is drawn over seconds, one spent over months over months.
     let t0 = steps[0].at;
-    let t1 = now
-        .max(steps[steps.len() - 1].at)
-        .max(t0 + chrono::Duration::minutes(1));
+    let last = steps[steps.len() - 1].at.max(t0);
+    let t1 = last + ((last - t0) / 20).max(chrono::Duration::seconds(1));
     // The budget in effect at t0, then its changes inside (t0, t1].
     let mut line: Vec<(DateTime<Utc>, f64)> = Vec::new();
     for b in budgets {
@@ -151,11 +152,16 @@ pub fn spending(steps: &[Step], budgets: &[BudgetFrom], now: DateTime<Utc>) -> M
 /// Ticks of a time axis from `t0` to `t1`: the smallest round step (minutes, hours, days, weeks,
 /// months, years, UTC) that makes at most six, each labelled by as much of the date as it needs.
 fn time_ticks(t0: DateTime<Utc>, t1: DateTime<Utc>) -> Vec<(DateTime<Utc>, String)> {
+    const SECOND: i64 = 1;
     const MINUTE: i64 = 60;
     const HOUR: i64 = 3600;
     const DAY: i64 = 86_400;
     let span = (t1 - t0).num_seconds().max(1);
     let fixed = [
+        SECOND,
+        5 * SECOND,
+        15 * SECOND,
+        30 * SECOND,
         MINUTE,
         5 * MINUTE,
         15 * MINUTE,
@@ -170,7 +176,9 @@ fn time_ticks(t0: DateTime<Utc>, t1: DateTime<Utc>) -> Vec<(DateTime<Utc>, Strin
         14 * DAY,
     ];
     if let Some(&step) = fixed.iter().find(|&&s| span / s <= 6) {
-        let fmt = if step < DAY {
+        let fmt = if step < MINUTE {
+            "%H:%M:%S"
+        } else if step < DAY {
             if t0.date_naive() == t1.date_naive() {
                 "%H:%M"
             } else {
@@ -179,11 +187,14 @@ fn time_ticks(t0: DateTime<Utc>, t1: DateTime<Utc>) -> Vec<(DateTime<Utc>, Strin
         } else {
             "%b %d"
         };
-        let first = (t0.timestamp() + step - 1).div_euclid(step) * step;
+        // In milliseconds: the first round time at or after t0 (a tick before t0 would be drawn
+        // left of the axis).
+        let step_ms = step * 1000;
+        let first = (t0.timestamp_millis() + step_ms - 1).div_euclid(step_ms) * step_ms;
         return (0..)
-            .map(|k| first + k * step)
-            .take_while(|&t| t <= t1.timestamp())
-            .filter_map(|t| DateTime::from_timestamp(t, 0))
+            .map(|k| first + k * step_ms)
+            .take_while(|&t| t <= t1.timestamp_millis())
+            .filter_map(DateTime::from_timestamp_millis)
             .map(|t| (t, t.format(fmt).to_string()))
             .collect();
     }
@@ -356,6 +367,12 @@ mod tests {
     fn time_ticks_are_round_few_and_inside_the_axis() {
         let at = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().to_utc();
         for (from, to, first, count) in [
+            (
+                "2026-11-27T10:07:00Z",
+                "2026-11-27T10:07:04.200Z",
+                "10:07:00",
+                5,
+            ),
             ("2026-11-27T10:07:00Z", "2026-11-27T11:00:00Z", "10:15", 4),
             (
                 "2026-11-27T10:07:00Z",
@@ -398,8 +415,16 @@ mod tests {
                 mu: 3.0,
             },
         ];
-        let svg = spending(&steps, &budgets, at("2026-11-29T00:00:00Z")).into_string();
-        // Two days on the axis: the budget is 2 for the first half, then steps up to 3.
+        let steps = [
+            steps[0],
+            Step {
+                at: at("2026-11-28T21:42:51.429Z"),
+                ..steps[0]
+            },
+        ];
+        let svg = spending(&steps, &budgets).into_string();
+        // The axis runs from the first unit to the last and a twentieth more (to 2026-11-29):
+        // the budget is 2 for the first half, then steps up to 3.
         let y = |v: f64| TOP + (H - TOP - BOTTOM) * (1.0 - v / (3.0 * 1.05));
         let mid = LEFT + (W - LEFT - RIGHT) / 2.0;
         let d = format!(

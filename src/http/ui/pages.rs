@@ -491,7 +491,7 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
                         dt { "exact composition μ" } dd { span #exact-mu { (num_up(x)) } span.of { " if fixed in advance (comparison only)" } }
                     }
                     dt { "neighbouring relation" } dd { (d.neighboring_relation.as_str()) }
-                    dt { "statement" } dd #statement { "G_μ ⊗ f_0,δ at μ = " (num_up_near(d.statement.mu, d.budget.mu().max(d.statement.mu / (1.0 + 1e-9)))) ", δ = " (num_up_near(d.statement.delta, d.statement.delta / (1.0 + 1e-9))) " (the budget's high-water mark with the gate's 1e-9 relative tolerance): " (d.statement.note) }
+                    dt { "statement" } dd #statement { "μ-GDP with δ (the Gaussian trade-off curve, then δ added): μ = " (num_up_near(d.statement.mu, d.budget.mu().max(d.statement.mu / (1.0 + 1e-9)))) ", δ = " (num_up_near(d.statement.delta, d.statement.delta / (1.0 + 1e-9))) " (the budget's high-water mark with the gate's 1e-9 relative tolerance): " (d.statement.note) }
                 }
                 p.more { (more_like(&p.card)) ", each charged on its own." }
             }
@@ -531,8 +531,8 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
             }
             section aria-labelledby="h-spend" {
                 h2 #h-spend { "μ spent over time" }
-                p.note { "Each unit is a step at the time it was charged; the dashed line is the budget at each time (a step where it was changed); reserved units (not yet committed or released) are marked with a dot." }
-                (charts::spending(&steps, &budgets, chrono::Utc::now()))
+                p.note { "From the first unit to the last: each unit is a step at the time it was charged; the dashed line is the budget at each time (a step where it was changed); reserved units (not yet committed or released) are marked with a dot." }
+                (charts::spending(&steps, &budgets))
             }
             section aria-labelledby="h-curve" {
                 h2 #h-curve { "Trade-off curve" }
