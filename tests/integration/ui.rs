@@ -71,6 +71,18 @@ async fn page(app: &TestApp, cookie: &str, uri: &str) -> (StatusCode, String) {
     (s, b)
 }
 
+/// A dataset `ev` partitioned by day, μ = 1 per block.
+async fn daily_ev(app: &TestApp) {
+    let (s, b) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "ev", "budget": {"mu": 1.0},
+                "partitioning": {"type": "time", "width": "day"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+}
+
 /// The text of the element with `id` (its first text run).
 fn text_of(html: &str, id: &str) -> String {
     let at = html
@@ -581,14 +593,7 @@ async fn pages_of_a_ledger_of_ten_thousand_units_render_in_under_200_ms() {
 #[tokio::test]
 async fn a_partitioned_dataset_page_lists_its_blocks() {
     let app = spawn_app().await;
-    let (s, b) = app
-        .post(
-            "/v1/datasets",
-            json!({"id": "ev", "budget": {"mu": 1.0},
-                "partitioning": {"type": "time", "width": "day"}}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::CREATED, "{b}");
+    daily_ev(&app).await;
     let (s, b) = app
         .post(
             "/v1/charges",
@@ -735,14 +740,7 @@ async fn an_exactly_spent_budget_reads_100_percent_and_the_page_says_what_is_lef
     assert!(html.contains("runs out around"), "{html}");
 
     // A partitioned dataset: the calendar, an exhausted block marked.
-    let (s, b) = app
-        .post(
-            "/v1/datasets",
-            json!({"id": "ev", "budget": {"mu": 1.0},
-                "partitioning": {"type": "time", "width": "day"}}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::CREATED, "{b}");
+    daily_ev(&app).await;
     for (day, mu) in [("2026-11-20", 1.0), ("2026-11-21", 0.5)] {
         let (s, b) = app
             .post(
@@ -835,14 +833,7 @@ async fn an_analyst_following_the_audit_link_is_told_to_name_a_dataset() {
 #[tokio::test]
 async fn a_charge_over_many_blocks_is_one_row_of_the_audit_page() {
     let app = spawn_app().await;
-    let (s, b) = app
-        .post(
-            "/v1/datasets",
-            json!({"id": "ev", "budget": {"mu": 1.0},
-                "partitioning": {"type": "time", "width": "day"}}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::CREATED, "{b}");
+    daily_ev(&app).await;
     let (s, b) = app
         .post(
             "/v1/charges",
