@@ -803,7 +803,7 @@ fn preview_form(id: &str, f: &PreviewFields) -> Markup {
                 label { "Steps " input type="text" inputmode="numeric" name="steps" value=(f.steps) required; }
             }
             button type="submit" { "Preview" }
-            p.note { "Nothing is charged: this asks the gate what it would do now, and what would fit." }
+            p.note { "Nothing is charged: this asks the gate what it would do now, and calibration what would fit (a few seconds the first time for a long run; then remembered)." }
         }
         details.json-form open[f.is_json()] {
             summary { "Or give the event as JSON (any event the API takes)" }
