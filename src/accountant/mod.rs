@@ -39,6 +39,7 @@ pub mod pld;
 pub mod renyi;
 pub mod report;
 pub mod rounding;
+pub mod sampler;
 pub mod subsample;
 pub mod tradeoff;
 pub mod tv;

@@ -233,10 +233,37 @@ pub struct RunRequestWire {
     /// `reserved_chunks`. If a chunk is refused meanwhile, those reserved are released and the
     /// declaration answers 409. Default false.
     pub reserve: Option<bool>,
+    /// The batch sampler that runs, by what it does: the service derives the per-record rate
+    /// (B/N) and refuses a step whose `sampling_rate` (or fixed-size `sample_size` and
+    /// `population_size`) disagrees with it; a rate stated as B/N within floating-point rounding is
+    /// accounted at B/N rounded up. `{"type": "shuffle"}` is refused with the reason (shuffled
+    /// batches cannot be certified today).
+    pub sampler: Option<SamplerWire>,
     #[schema(max_length = 256)]
     pub label: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
+}
+
+/// A run's batch sampler.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SamplerWire {
+    /// Each record in each batch independently with probability B/N (Opacus'
+    /// `UniformWithReplacementSampler`, jax_privacy's Poisson batching).
+    Poisson {
+        #[schema(minimum = 1)]
+        expected_batch_size: u64,
+        #[schema(minimum = 1)]
+        dataset_size: u64,
+    },
+    /// A uniformly random batch of exactly B of the N records, drawn afresh each step.
+    WithoutReplacement {
+        #[schema(minimum = 1)]
+        batch_size: u64,
+        #[schema(minimum = 1)]
+        dataset_size: u64,
+    },
 }
 
 /// `POST /v1/datasets/{id}/runs/{run_id}/chunks`.

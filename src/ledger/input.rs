@@ -267,6 +267,9 @@ pub struct RunRequest {
     pub chunking_tolerance: f64,
     /// Reserve every chunk at declaration (each gated in order, as a reserved unit).
     pub reserve: bool,
+    /// The batch sampler declared, checked against `event` (whose rates it may have raised to
+    /// the sampler's, rounded up).
+    pub sampler: Option<super::runs::SamplerView>,
     pub label: Option<String>,
     pub metadata: Option<Value>,
     pub idempotency_key: Option<String>,
@@ -287,7 +290,17 @@ impl RunRequest {
         let root = JsonPath::root();
         let mut f = Fields::new(v, &root)?;
         let (e, p) = f.required("event")?;
-        let event = parse_event(e, &p)?;
+        let mut event = parse_event(e, &p)?;
+        // The sampler, when declared, is checked against the step (and sets its rate).
+        let sampler = match f.optional("sampler") {
+            None => None,
+            Some((x, sp)) => {
+                let s = crate::accountant::sampler::Sampler::from_json(x, &sp)?;
+                let (checked, check) = s.apply(event, &p)?;
+                event = checked;
+                Some(super::runs::SamplerView::of(s, &check))
+            }
+        };
         let (n, p) = f.required("steps")?;
         let steps = json::integer(n, &p, 1)?;
         if steps > MAX_RUN_STEPS {
@@ -369,6 +382,7 @@ impl RunRequest {
             allow_partial,
             chunking_tolerance,
             reserve,
+            sampler,
             label,
             metadata,
             idempotency_key,

@@ -52,6 +52,8 @@ pub struct RunView {
     pub warnings: Vec<RunWarning>,
     /// Whether every chunk was reserved at declaration.
     pub reserved: bool,
+    /// The batch sampler declared with the run, if one was.
+    pub sampler: Option<SamplerView>,
     /// A reserved run's chunks held now, by chunk: the unit to start, commit or release (empty
     /// for a run whose chunks are taken one by one).
     pub reserved_chunks: Vec<HeldChunk>,
@@ -113,6 +115,56 @@ pub(super) struct RunSpec {
     /// Every chunk reserved at declaration (absent: false).
     #[serde(default)]
     pub(super) reserve: bool,
+    /// The batch sampler the run declared (absent: none declared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) sampler: Option<SamplerView>,
+}
+
+/// A run's declared batch sampler, the rate derived from it and what checking the step found
+/// ([`crate::accountant::sampler`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SamplerView {
+    /// `poisson` or `without_replacement`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The expected (Poisson) or exact (without replacement) batch size.
+    pub batch_size: u64,
+    pub dataset_size: u64,
+    /// The per-record rate per step derived from them (Poisson: B/N rounded up, the rate the
+    /// step is accounted at when it stated B/N within rounding).
+    pub rate: f64,
+    /// Sampled events of the step checked against the sampler.
+    pub checked: u64,
+    /// What the check found worth saying (a stated rate above the sampler's; no sampled event).
+    pub notes: Vec<String>,
+}
+
+impl SamplerView {
+    /// The view of `sampler` checked as `check`.
+    pub fn of(
+        sampler: crate::accountant::sampler::Sampler,
+        check: &crate::accountant::sampler::SamplerCheck,
+    ) -> Self {
+        use crate::accountant::sampler::Sampler;
+        let (kind, b, n) = match sampler {
+            Sampler::Poisson {
+                expected_batch_size,
+                dataset_size,
+            } => ("poisson", expected_batch_size, dataset_size),
+            Sampler::WithoutReplacement {
+                batch_size,
+                dataset_size,
+            } => ("without_replacement", batch_size, dataset_size),
+        };
+        SamplerView {
+            kind: kind.into(),
+            batch_size: b.get(),
+            dataset_size: n.get(),
+            rate: check.rate,
+            checked: check.checked as u64,
+            notes: check.notes.clone(),
+        }
+    }
 }
 
 /// Steps in chunk `i` of a run.
@@ -332,6 +384,7 @@ impl RunProgress {
             delta_to_finish,
             warnings: self.spec.warnings.clone(),
             reserved: self.spec.reserve,
+            sampler: self.spec.sampler.clone(),
             reserved_chunks: if self.spec.reserve {
                 let mut held: Vec<HeldChunk> = self
                     .charges

@@ -313,6 +313,7 @@ impl Ledgers {
                     plan: current.1.plan,
                     warnings: current.1.warnings.clone(),
                     reserve: req.reserve,
+                    sampler: req.sampler.clone(),
                 };
                 let ts = now();
                 let mut entry = EntryRow {
@@ -919,6 +920,7 @@ mod tests {
             },
             warnings: Vec::new(),
             reserve: false,
+            sampler: None,
         };
         let decl = entry(1, "run", |e| {
             e.event = Some(serde_json::to_string(&spec).unwrap())

@@ -936,3 +936,68 @@ async fn a_chunk_request_names_its_chunk_and_a_used_chunk_is_not_refunded() {
     let d = dataset(&app).await;
     assert_eq!((d["units"].as_i64(), f(&d["mu_spent"])), (Some(0), 0.0));
 }
+
+/// Issue 38: a run may declare its batch sampler; the rate is derived (B/N) and checked against
+/// the step, not trusted. The issue's case, q = 0.01 declared for batches of 256 from 60,000
+/// records, is refused; the rate as Python computes it (256/60000) is accepted and accounted at
+/// B/N rounded up; shuffled batches are refused with the reason; the run shows its sampler.
+#[tokio::test]
+async fn a_run_declaring_its_sampler_has_its_rate_checked_not_trusted() {
+    let app = spawn_app().await;
+    app.dataset("d", 3.0).await;
+    let sampler = json!({"type": "poisson", "expected_batch_size": 256, "dataset_size": 60000});
+    for q in [0.01, 0.001] {
+        let (s, b) = app
+            .post(
+                "/v1/datasets/d/runs",
+                json!({"event": sgd_step(q, 1.0), "steps": 100, "sampler": sampler}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+        assert_eq!(b["details"]["path"], "$.event.sampling_rate", "{b}");
+        assert!(
+            b["message"].as_str().unwrap().contains("different runs"),
+            "{b}"
+        );
+    }
+    let (s, b) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": sgd_step(0.01, 1.0), "steps": 100, "sampler": {"type": "shuffle"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert_eq!(b["details"]["path"], "$.sampler.type", "{b}");
+    assert!(
+        b["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be certified"),
+        "{b}"
+    );
+    // Nothing was declared by the refusals.
+    assert_eq!(dataset(&app).await["units"], 0);
+
+    let q = 256.0 / 60000.0;
+    let (s, run) = app
+        .post(
+            "/v1/datasets/d/runs",
+            json!({"event": sgd_step(q, 1.0), "steps": 100, "sampler": sampler}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{run}");
+    let rate = f(&run["sampler"]["rate"]);
+    assert!(
+        rate >= q && rate * 60000.0 >= 256.0 && rate <= q * (1.0 + 1e-15),
+        "{run}"
+    );
+    assert_eq!(run["sampler"]["type"], "poisson");
+    assert_eq!(run["sampler"]["checked"], 1);
+    let (_, again) = app
+        .get(&format!(
+            "/v1/datasets/d/runs/{}",
+            run["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(again["sampler"], run["sampler"], "{again}");
+}

@@ -12,6 +12,7 @@ import pytest
 
 from privacy_ledger import (
     AsyncLedger,
+    BadRequest,
     BudgetExceeded,
     Forbidden,
     Ledger,
@@ -273,3 +274,14 @@ def test_alert_thresholds_are_read_and_set(ledger: Ledger) -> None:
     assert ledger.alert_thresholds(name) == [0.5, 0.75, 0.9]
     assert ledger.set_alert_thresholds(name, [0.25, 0.8]) == [0.25, 0.8]
     assert ledger.alert_thresholds(name) == [0.25, 0.8]
+
+
+def test_a_runs_sampling_rate_is_checked_against_its_sampler(ledger: Ledger) -> None:
+    name = fresh(ledger, 3.0)
+    sampler = events.poisson_sampler(256, 60_000)
+    step = events.PoissonSampled(0.01, events.Gaussian(1.0))
+    with pytest.raises(BadRequest) as e:
+        ledger.run(name, step, 100, sampler=sampler)
+    assert e.value.details["path"] == "$.event.sampling_rate"
+    run = ledger.run(name, events.PoissonSampled(256 / 60_000, events.Gaussian(1.0)), 100, sampler=sampler)
+    assert run.refresh().raw["sampler"]["rate"] * 60_000 >= 256

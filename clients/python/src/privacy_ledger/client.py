@@ -67,10 +67,13 @@ def _run_body(
     label: str | None,
     metadata: Mapping[str, Any] | None,
     reserve: bool = False,
+    sampler: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     body = _unit_body(event, delta, label, metadata)
     if reserve:
         body["reserve"] = True
+    if sampler is not None:
+        body["sampler"] = dict(sampler)
     body["steps"] = steps
     if chunk_steps is not None:
         body["chunk_steps"] = chunk_steps
@@ -290,6 +293,7 @@ class Ledger:
         allow_partial: bool = False,
         chunking_tolerance: float | None = None,
         reserve: bool = False,
+        sampler: Mapping[str, Any] | None = None,
         label: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
@@ -301,10 +305,15 @@ class Ledger:
         ``reserve=True`` reserves every chunk now (at most 100), so nothing charged later can
         take their room; iterating then starts each chunk before yielding it and commits it
         after, and ``release_unstarted()`` (called on leaving ``with run:``) refunds the chunks
-        never started."""
+        never started.
+
+        ``sampler`` (:func:`~privacy_ledger.events.poisson_sampler`,
+        :func:`~privacy_ledger.events.fixed_size_sampler`) says what the batch sampler does; the
+        service derives the sampling rate from it and refuses a step that states another
+        (:class:`BadRequest`)."""
         body = _run_body(
             event, steps, chunk_steps, delta, allow_partial, chunking_tolerance, label, metadata,
-            reserve,
+            reserve, sampler,
         )
         path = f"/v1/datasets/{seg(dataset)}/runs"
         return Run(self, dataset, RunInfo.of(self._send(Call.post(path, body, idempotency_key))))
@@ -689,13 +698,14 @@ class AsyncLedger:
         allow_partial: bool = False,
         chunking_tolerance: float | None = None,
         reserve: bool = False,
+        sampler: Mapping[str, Any] | None = None,
         label: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
     ) -> "AsyncRun":
         body = _run_body(
             event, steps, chunk_steps, delta, allow_partial, chunking_tolerance, label, metadata,
-            reserve,
+            reserve, sampler,
         )
         path = f"/v1/datasets/{seg(dataset)}/runs"
         info = RunInfo.of(await self._send(Call.post(path, body, idempotency_key)))

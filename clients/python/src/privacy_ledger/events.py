@@ -194,6 +194,17 @@ EventLike = Union[Event, Mapping[str, Any], Any]
 form, or a dp_accounting ``DpEvent``."""
 
 
+def poisson_sampler(expected_batch_size: int, dataset_size: int) -> dict[str, Any]:
+    """A run's sampler: each record in each batch independently with probability
+    ``expected_batch_size / dataset_size`` (Opacus' ``UniformWithReplacementSampler``)."""
+    return {"type": "poisson", "expected_batch_size": expected_batch_size, "dataset_size": dataset_size}
+
+
+def fixed_size_sampler(batch_size: int, dataset_size: int) -> dict[str, Any]:
+    """A run's sampler: a uniformly random batch of exactly ``batch_size`` records each step."""
+    return {"type": "without_replacement", "batch_size": batch_size, "dataset_size": dataset_size}
+
+
 def to_json(event: EventLike) -> dict[str, Any]:
     """The service's JSON form of ``event``; a ``TypeError`` for what is not an event."""
     if isinstance(event, Mapping):
