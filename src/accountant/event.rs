@@ -421,6 +421,12 @@ fn parse(
                 events: parse_list(x, &p, depth + 1, budget)?,
             }
         }
+        "shuffled" | "shuffle" | "shuffled_batches" => {
+            return Err(InputError::new(
+                &tpath,
+                crate::accountant::sampler::SHUFFLE_REFUSAL,
+            ))
+        }
         other => {
             return Err(InputError::new(
                 &tpath,

@@ -36,6 +36,14 @@ use serde_json::Value;
 /// Below that the stated rate disagrees with the sampler and the declaration is refused.
 pub const RATE_REL: f64 = 1e-12;
 
+/// Why shuffled batches are refused, as a sampler and as an event (module docs).
+pub const SHUFFLE_REFUSAL: &str = "shuffled batches (one permutation per epoch) cannot be \
+     certified: no accountant bounds their privacy loss today, and the known lower bounds (Chua et \
+     al., ICML 2024; NeurIPS 2024) show that accounting them as Poisson sampling can understate it \
+     badly. Sample batches with Poisson sampling (\"poisson\": Opacus' \
+     UniformWithReplacementSampler, jax_privacy's Poisson batching) or fixed-size batches drawn \
+     afresh each step (\"without_replacement\"), and account those";
+
 /// A declared sampler.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Sampler {
@@ -108,16 +116,7 @@ impl Sampler {
                 }
             }
             "shuffle" | "shuffling" | "permutation" => {
-                return Err(InputError::new(
-                    &tp,
-                    "shuffled batches (one permutation per epoch) cannot be certified: no \
-                     accountant bounds their privacy loss today, and the known lower bounds \
-                     (Chua et al., ICML 2024; NeurIPS 2024) show that accounting them as Poisson \
-                     sampling can understate it badly. Sample batches with Poisson sampling \
-                     (\"poisson\": Opacus' UniformWithReplacementSampler, jax_privacy's Poisson \
-                     batching) or fixed-size batches drawn afresh each step \
-                     (\"without_replacement\"), and declare that",
-                ))
+                return Err(InputError::new(&tp, SHUFFLE_REFUSAL))
             }
             other => {
                 return Err(InputError::new(
@@ -360,6 +359,15 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.path, "$.dataset_size");
+    }
+
+    #[test]
+    fn a_shuffled_event_is_refused_with_the_same_reason() {
+        let err = Event::from_json(&json!({"type": "shuffled", "event": {"type": "gaussian",
+            "noise_multiplier": 1.0}}))
+        .unwrap_err();
+        assert_eq!(err.path, "$.type");
+        assert_eq!(err.reason, SHUFFLE_REFUSAL);
     }
 
     #[test]
