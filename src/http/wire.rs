@@ -60,6 +60,14 @@ pub struct CreateDatasetRequest {
     /// Split the data into disjoint blocks, each with `budget` of its own (created by the first
     /// charge that reads it); charges then name the blocks they read (`POST /v1/charges`).
     pub partitioning: Option<PartitioningWire>,
+    /// Whom the guarantee protects, what neighbouring datasets differ by: `record` (default),
+    /// `user`, `user-day`… Fixed at creation; every report names it.
+    #[schema(pattern = r"^[a-z][a-z0-9_-]{0,63}$", example = "user")]
+    pub privacy_unit: Option<String>,
+    /// How many privacy units the dataset has (fixed at creation): a run's sampler may not draw
+    /// from more.
+    #[schema(minimum = 1, example = 60000)]
+    pub size: Option<u64>,
 }
 
 /// A dataset's partitioning.

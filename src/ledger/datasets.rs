@@ -31,6 +31,7 @@ impl Ledgers {
         let f = FilterState::empty();
         let row = DatasetRow {
             budget_target: d.target.map(|t| json_of(&t)),
+            population: d.population.stored(),
             ..empty_row(
                 d.id.clone(),
                 d.description,

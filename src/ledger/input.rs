@@ -62,6 +62,8 @@ pub struct NewDataset {
     pub neighboring_relation: NeighboringRelation,
     pub description: String,
     pub grid_step: GridStep,
+    /// The privacy unit and the dataset's size, when given.
+    pub population: super::population::Population,
     /// SHA-256 of the body, so a retried creation is recognised.
     pub request_hash: String,
 }
@@ -118,6 +120,7 @@ impl NewDataset {
             None => None,
             Some((x, p)) => Some(super::partition::Partitioning::from_json(x, &p)?),
         };
+        let population = super::population::Population::from_fields(&mut f)?;
         if partitioning.is_some() && neighboring_relation == NeighboringRelation::ReplaceOne {
             // Under replace-one a neighbour may move a record from one block to another: an
             // add/remove in each of two blocks, which replace-one certificates do not bound.
@@ -138,6 +141,7 @@ impl NewDataset {
             neighboring_relation,
             description,
             grid_step,
+            population,
             request_hash: request_hash("create", v),
         })
     }

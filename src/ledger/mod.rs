@@ -47,6 +47,7 @@ pub mod multi;
 pub mod names;
 pub mod oidc;
 pub mod partition;
+pub mod population;
 pub mod principal;
 pub mod quotas;
 mod reports;

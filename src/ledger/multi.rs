@@ -177,8 +177,12 @@ fn block_template(parent: &DatasetRow, name: &str) -> Result<DatasetRow, LedgerE
         ),
         None,
     );
+    let population = super::population::Population::of_stored(parent.population.as_deref())
+        .of_block()
+        .stored();
     Ok(DatasetRow {
         budget_target,
+        population,
         ..row
     })
 }

@@ -65,6 +65,7 @@ pub(super) fn empty_row(
         states_from: Some(0),
         state_seq: 0,
         budget_target: None,
+        population: None,
         created_at: ts.clone(),
         updated_at: ts,
     }

@@ -272,6 +272,20 @@ impl Ledgers {
         self.authorize(actor, id, Action::Spend).await?;
         self.single_ledger(id).await?;
         let row = self.row(id).await?;
+        // A sampler cannot draw from more records than the dataset says it has.
+        if let (Some(s), Some(size)) = (&req.sampler, super::views::population_of(&row).size) {
+            if s.dataset_size > size {
+                return Err(LedgerError::Invalid(
+                    "$.sampler.dataset_size".into(),
+                    format!(
+                        "is {}, but dataset {id} has {size} {}s (its size, given at creation): \
+                         batches cannot be drawn from more",
+                        s.dataset_size,
+                        super::views::population_of(&row).unit()
+                    ),
+                ));
+            }
+        }
         let key = IdemKey::of(
             &actor.principal,
             Operation::DeclareRun,

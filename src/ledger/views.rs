@@ -30,6 +30,12 @@ pub struct DatasetView {
     /// Absent for a budget given in μ.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_target: Option<super::budget::BudgetTarget>,
+    /// Whom the guarantee protects: what neighbouring datasets differ by (`record` unless given
+    /// at creation: `user`, `user-day`…). Every figure is per this unit.
+    pub privacy_unit: String,
+    /// How many of them the dataset has, when stated at creation (a run's sampler may not draw
+    /// from more).
+    pub size: Option<u64>,
     /// What the ledger states about the whole interaction on it (at the budget's high-water mark,
     /// which lowering the budget never lowers), and when it holds.
     pub statement: Statement,
@@ -174,6 +180,8 @@ pub struct DatasetReport {
     pub report: Report,
     /// What the figures state and when it holds.
     pub statement: Statement,
+    /// Whom the figures protect: each is per this unit (`record`, `user`, …; the dataset's).
+    pub privacy_unit: String,
     pub mu_spent: f64,
     pub delta_spent: f64,
     pub units: i64,
@@ -206,6 +214,11 @@ pub(super) const EXACT_ONLY_IF: &str =
     "the whole sequence of charges had been fixed before any output was \
     seen; callers that chose charges after seeing results are covered only by the filter's figures";
 
+/// A dataset's population as stored.
+pub(super) fn population_of(row: &DatasetRow) -> super::population::Population {
+    super::population::Population::of_stored(row.population.as_deref())
+}
+
 pub(super) fn view(row: &DatasetRow, f: &FilterState) -> Result<DatasetView, LedgerError> {
     let budget = budget_of(row)?;
     Ok(DatasetView {
@@ -214,6 +227,8 @@ pub(super) fn view(row: &DatasetRow, f: &FilterState) -> Result<DatasetView, Led
         neighboring_relation: relation_of(row)?,
         budget,
         budget_target: target_of(row, &budget),
+        privacy_unit: population_of(row).unit().to_owned(),
+        size: population_of(row).size,
         statement: statement_of(row, f)?,
         mu_spent: f.mu(),
         delta_spent: f.delta(),

@@ -79,10 +79,12 @@
 //! Version 13 adds `datasets.budget_target`: how the budget was given when as an (ε, δ) target,
 //! written with the budget it was converted to. Version 14 adds budget alerts: `alert_rules` (a
 //! dataset's thresholds, when not the default) and `alert_crossings` (thresholds a ledger has
-//! crossed, claimed once across replicas; removed when its use falls back below).
+//! crossed, claimed once across replicas; removed when its use falls back below). Version 15 adds
+//! `datasets.population`: the privacy unit (record, user, …) and the dataset's size, fixed at
+//! creation (a run's sampler is checked against the size).
 
 /// The schema version this release writes (the last of [`MIGRATIONS`]).
-pub const LATEST: i64 = 14;
+pub const LATEST: i64 = 15;
 
 /// The version-1 schema, in [`MIGRATIONS`]' placeholders (spelt per store by [`migration_sql`]):
 /// every store creates it if absent, then migrates it.
@@ -375,6 +377,13 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             )",
         ],
     ),
+    (
+        15,
+        &[
+            // The privacy unit and the dataset's size (JSON; see `DatasetRow::population`).
+            "ALTER TABLE datasets ADD COLUMN population TEXT",
+        ],
+    ),
 ];
 
 /// Bytes of one part of a snapshot ([`Store::put_snapshot`]): a write of this size takes SQLite's
@@ -385,6 +394,17 @@ pub const SNAPSHOT_PART_BYTES: usize = 256 << 10;
 #[test]
 fn latest_is_the_last_migration() {
     assert_eq!(MIGRATIONS.last().map(|m| m.0), Some(LATEST));
+    // In order, one per version: the stores apply them in list order and record each version,
+    // so one out of order would be skipped on a fresh database (a session once put 15 before 14).
+    for w in MIGRATIONS.windows(2) {
+        assert_eq!(
+            w[1].0,
+            w[0].0 + 1,
+            "migration {} follows {}",
+            w[1].0,
+            w[0].0
+        );
+    }
 }
 
 /// Refuses a database written by a newer release (schema `current` above this release's `upto`):
@@ -507,6 +527,9 @@ pub struct DatasetRow {
     /// μ_B, δ_B it was converted to); `None` for a budget given in μ. Written with the budget
     /// (creation, or the budget change's append) in the same transaction.
     pub budget_target: Option<String>,
+    /// Who the guarantee protects and how many of them there are (JSON: `privacy_unit`, `size`;
+    /// schema 15), fixed at creation; `None`: a record, count not stated.
+    pub population: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }

@@ -190,6 +190,7 @@ where
             states_from: get(self, "states_from")?,
             state_seq: get(self, "state_seq")?,
             budget_target: get(self, "budget_target")?,
+            population: get(self, "population")?,
             created_at: get(self, "created_at")?,
             updated_at: get(self, "updated_at")?,
         })
@@ -426,7 +427,7 @@ async fn optional<E: Engine, T>(
 }
 
 /// A dataset row's values for [`sql::DATASET_INSERT`] and its if-absent form.
-fn dataset_args<'a>(r: &'a DatasetRow, state: &'a [u8]) -> [Arg<'a>; 26] {
+fn dataset_args<'a>(r: &'a DatasetRow, state: &'a [u8]) -> [Arg<'a>; 27] {
     [
         Arg::from(&r.id),
         Arg::from(&r.description),
@@ -454,6 +455,7 @@ fn dataset_args<'a>(r: &'a DatasetRow, state: &'a [u8]) -> [Arg<'a>; 26] {
         Arg::from(&r.created_at),
         Arg::from(&r.updated_at),
         Arg::from(&r.budget_target),
+        Arg::from(&r.population),
     ]
 }
 

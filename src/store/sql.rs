@@ -86,13 +86,13 @@ pub const QUOTA_UPSERT: &str = "INSERT INTO quotas (dataset_id, principal, mu, d
     delta_spent = excluded.delta_spent, units = excluded.units, \
     updated_at = excluded.updated_at";
 
-/// A new dataset (26 parameters, in [`super::DatasetRow`]'s order; `mu_spent_lower` repeats
+/// A new dataset (27 parameters, in [`super::DatasetRow`]'s order; `mu_spent_lower` repeats
 /// `mu_spent`, `state` comes after `create_hash`).
 pub const DATASET_INSERT: &str = "INSERT INTO datasets (id, description, \
     neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
     mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
     mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at, \
-    budget_target) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    budget_target, population) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 /// The append's compare-and-swap: every field of [`super::DatasetUpdate`] assigned (what
 /// [`super::DatasetUpdate::applied`] mirrors), the version moved by one, only at the expected
 /// version. The composition's snapshot is not touched ([`SNAPSHOT_SET`]).
@@ -117,7 +117,7 @@ pub const DATASET_INSERT_IF_ABSENT: &str = "INSERT INTO datasets (id, descriptio
     neighboring_relation, budget_mu, budget_delta, grid_step, version, charges, mu_spent, \
     mu_spent_lower, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, state, \
     mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, created_at, updated_at, \
-    budget_target) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+    budget_target, population) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
     ON CONFLICT (id) DO NOTHING";
 pub const ALERT_RULE_GET: &str = "SELECT thresholds FROM alert_rules WHERE dataset_id = ?";
 pub const ALERT_RULE_SET: &str = "INSERT INTO alert_rules (dataset_id, thresholds, updated_at) \
@@ -165,7 +165,7 @@ macro_rules! dataset_columns {
         "id, description, neighboring_relation, budget_mu, budget_delta, grid_step, version, \
          charges, mu_spent, mu_sq_spent, delta_spent, units, exact_mu, reserved, create_hash, \
          mu_max, delta_max, cap_mu, cap_delta, statement_unknown, states_from, state_seq, \
-         budget_target, created_at, updated_at"
+         budget_target, population, created_at, updated_at"
     };
 }
 macro_rules! entry_columns {

@@ -1001,3 +1001,72 @@ async fn a_run_declaring_its_sampler_has_its_rate_checked_not_trusted() {
         .await;
     assert_eq!(again["sampler"], run["sampler"], "{again}");
 }
+
+/// Issue 38: a dataset states its privacy unit and size at creation; reports name the unit, and a
+/// run's sampler may not draw from more units than the dataset has.
+#[tokio::test]
+async fn a_dataset_states_its_privacy_unit_and_size_and_a_sampler_may_not_exceed_it() {
+    let app = spawn_app().await;
+    let (s, d) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "users", "budget": {"mu": 2.0}, "privacy_unit": "user", "size": 60000}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{d}");
+    assert_eq!(
+        (d["privacy_unit"].as_str(), d["size"].as_u64()),
+        (Some("user"), Some(60000))
+    );
+    let (_, r) = app.get("/v1/datasets/users/report").await;
+    assert_eq!(r["privacy_unit"], "user", "{r}");
+    // Without them: a record, size not stated.
+    app.dataset("d", 1.0).await;
+    let d = dataset(&app).await;
+    assert_eq!(
+        (d["privacy_unit"].as_str(), d["size"].as_u64()),
+        (Some("record"), None)
+    );
+
+    let q = 256.0 / 70000.0;
+    let (s, b) = app
+        .post(
+            "/v1/datasets/users/runs",
+            json!({"event": sgd_step(q, 1.0), "steps": 10, "sampler":
+                {"type": "poisson", "expected_batch_size": 256, "dataset_size": 70000}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert_eq!(b["details"]["path"], "$.sampler.dataset_size", "{b}");
+    assert!(
+        b["message"].as_str().unwrap().contains("has 60000 users"),
+        "{b}"
+    );
+    let (s, b) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "bad", "budget": {"mu": 1.0}, "privacy_unit": "User Day"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert_eq!(b["details"]["path"], "$.privacy_unit", "{b}");
+
+    // A partitioned dataset's blocks protect the same unit.
+    let (s, _) = app
+        .post(
+            "/v1/datasets",
+            json!({"id": "ev", "budget": {"mu": 1.0}, "privacy_unit": "user-day",
+                "partitioning": {"type": "time", "width": "day"}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, b) = app
+        .post(
+            "/v1/charges",
+            json!({"datasets": [{"id": "ev", "blocks": ["2026-11-02"]}], "event": gdp(0.1)}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let (_, block) = app.get("/v1/datasets/ev@2026-11-02").await;
+    assert_eq!(block["privacy_unit"], "user-day", "{block}");
+}

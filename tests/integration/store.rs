@@ -40,6 +40,7 @@ fn dataset(id: &str) -> DatasetRow {
         states_from: Some(0),
         state_seq: 0,
         budget_target: Some("{\"epsilon\":1}".into()),
+        population: Some("{\"privacy_unit\":\"user\",\"size\":60000}".into()),
         created_at: "2026-01-01T00:00:00.000Z".into(),
         updated_at: "2026-01-01T00:00:00.000Z".into(),
     }

@@ -285,3 +285,10 @@ def test_a_runs_sampling_rate_is_checked_against_its_sampler(ledger: Ledger) -> 
     assert e.value.details["path"] == "$.event.sampling_rate"
     run = ledger.run(name, events.PoissonSampled(256 / 60_000, events.Gaussian(1.0)), 100, sampler=sampler)
     assert run.refresh().raw["sampler"]["rate"] * 60_000 >= 256
+
+
+def test_a_dataset_states_its_privacy_unit_and_size(ledger: Ledger) -> None:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    d = ledger.create_dataset(name, mu=1.0, privacy_unit="user", size=60_000)
+    assert (d.privacy_unit, d.size) == ("user", 60_000)
+    assert ledger.report(name)["privacy_unit"] == "user"

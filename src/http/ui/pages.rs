@@ -491,6 +491,7 @@ pub fn dataset(principal: &str, p: &DatasetPage, filter: &TableFilter) -> Markup
                         dt { "exact composition μ" } dd { span #exact-mu { (num_up(x)) } span.of { " if fixed in advance (comparison only)" } }
                     }
                     dt { "neighbouring relation" } dd { (d.neighboring_relation.as_str()) }
+                    dt { "privacy unit" } dd #privacy-unit { "one " (d.privacy_unit) " (every figure is per " (d.privacy_unit) ")" @if let Some(n) = d.size { span.of { "; " (n) " of them" } } }
                     dt { "statement" } dd #statement { "μ-GDP with δ (the Gaussian trade-off curve, then δ added): μ = " (num_up_near(d.statement.mu, d.budget.mu().max(d.statement.mu / (1.0 + 1e-9)))) ", δ = " (num_up_near(d.statement.delta, d.statement.delta / (1.0 + 1e-9))) " (the budget's high-water mark with the gate's 1e-9 relative tolerance): " (d.statement.note) }
                 }
                 p.more { (more_like(&p.card)) ", each charged on its own." }

@@ -40,6 +40,9 @@ class Dataset:
     remaining_delta: float
     units: int
     raw: dict[str, Any] = field(repr=False, compare=False)
+    #: Whom the guarantee protects (``record``, ``user``, …) and how many, when stated.
+    privacy_unit: str = "record"
+    size: int | None = None
 
     @classmethod
     def of(cls, d: dict[str, Any]) -> "Dataset":
@@ -54,6 +57,8 @@ class Dataset:
             remaining_delta=_f(d, "remaining_delta") or 0.0,
             units=_i(d, "units") or 0,
             raw=d,
+            privacy_unit=_s(d, "privacy_unit") or "record",
+            size=_i(d, "size"),
         )
 
 
