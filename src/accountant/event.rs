@@ -164,6 +164,15 @@ pub enum Event {
     Composed { events: Vec<Event> },
 }
 
+/// Why shuffled batches are refused, as an event and as a run's sampler
+/// ([`crate::accountant::sampler`] has the argument).
+pub const SHUFFLE_REFUSAL: &str = "shuffled batches (one permutation per epoch) cannot be \
+     certified: no accountant bounds their privacy loss today, and the known lower bounds (Chua et \
+     al., ICML 2024; NeurIPS 2024) show that accounting them as Poisson sampling can understate it \
+     badly. Sample batches with Poisson sampling (\"poisson\": Opacus' \
+     UniformWithReplacementSampler, jax_privacy's Poisson batching) or fixed-size batches drawn \
+     afresh each step (\"without_replacement\"), and account those";
+
 /// The event type names, in the order the docs list them.
 pub const EVENT_TYPES: &[&str] = &[
     "gaussian",
@@ -422,10 +431,7 @@ fn parse(
             }
         }
         "shuffled" | "shuffle" | "shuffled_batches" => {
-            return Err(InputError::new(
-                &tpath,
-                crate::accountant::sampler::SHUFFLE_REFUSAL,
-            ))
+            return Err(InputError::new(&tpath, SHUFFLE_REFUSAL))
         }
         other => {
             return Err(InputError::new(

@@ -26,7 +26,7 @@
 //!
 //! A step without a sampled node is accounted without amplification (sound, and noted).
 
-use super::event::{Count, Event, Probability};
+use super::event::{Count, Event, Probability, SHUFFLE_REFUSAL};
 use super::json::{self, Fields, InputError, JsonPath};
 use super::rounding;
 use serde_json::Value;
@@ -35,14 +35,6 @@ use serde_json::Value;
 /// point (the caller's division rounded to nearest, or printed with 15 digits): a relative 1e-12.
 /// Below that the stated rate disagrees with the sampler and the declaration is refused.
 pub const RATE_REL: f64 = 1e-12;
-
-/// Why shuffled batches are refused, as a sampler and as an event (module docs).
-pub const SHUFFLE_REFUSAL: &str = "shuffled batches (one permutation per epoch) cannot be \
-     certified: no accountant bounds their privacy loss today, and the known lower bounds (Chua et \
-     al., ICML 2024; NeurIPS 2024) show that accounting them as Poisson sampling can understate it \
-     badly. Sample batches with Poisson sampling (\"poisson\": Opacus' \
-     UniformWithReplacementSampler, jax_privacy's Poisson batching) or fixed-size batches drawn \
-     afresh each step (\"without_replacement\"), and account those";
 
 /// A declared sampler.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -28,6 +28,18 @@ p,td,h1,h2,h3,li,code{overflow-wrap:anywhere}
 @media (max-width:40rem){nav.toc ul{columns:1} table{display:block;overflow-x:auto}}
 ";
 
+/// The service's own page, rendered once per process on its first request (the document is
+/// fixed at build time).
+pub fn cached() -> &'static str {
+    static PAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PAGE.get_or_init(|| {
+        // The document `/openapi.json` serves (with the event model's schemas).
+        let spec = serde_json::from_str(&super::openapi_json())
+            .expect("the service's own OpenAPI document is JSON");
+        page(&spec)
+    })
+}
+
 /// The page for `spec` (the OpenAPI document as JSON).
 pub fn page(spec: &Value) -> String {
     let info = &spec["info"];

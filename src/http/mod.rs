@@ -651,10 +651,6 @@ pub fn router(mut state: AppState, limits: Limits) -> Router {
     let (api, _) = api().split_for_parts();
     let api = api.route_layer(middleware::from_fn(check_params));
     let spec = Arc::new(openapi_json());
-    let docs_page: Arc<str> = docs::page(
-        &serde_json::from_str(&spec).expect("the service's own OpenAPI document is JSON"),
-    )
-    .into();
     let state_for_ui = state.clone();
     let inner = api
         .route(
@@ -674,23 +670,20 @@ pub fn router(mut state: AppState, limits: Limits) -> Router {
         )
         .route(
             "/docs",
-            get(move || {
-                let page = docs_page.clone();
-                async move {
-                    (
-                        [
-                            (
-                                header::CONTENT_TYPE,
-                                HeaderValue::from_static("text/html; charset=utf-8"),
-                            ),
-                            (
-                                header::CONTENT_SECURITY_POLICY,
-                                HeaderValue::from_static(docs::CSP),
-                            ),
-                        ],
-                        page.to_string(),
-                    )
-                }
+            get(|| async {
+                (
+                    [
+                        (
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("text/html; charset=utf-8"),
+                        ),
+                        (
+                            header::CONTENT_SECURITY_POLICY,
+                            HeaderValue::from_static(docs::CSP),
+                        ),
+                    ],
+                    docs::cached(),
+                )
             }),
         )
         .route("/metrics", get(handlers::metrics))

@@ -177,9 +177,7 @@ fn block_template(parent: &DatasetRow, name: &str) -> Result<DatasetRow, LedgerE
         ),
         None,
     );
-    let population = super::population::Population::of_stored(parent.population.as_deref())
-        .of_block()
-        .stored();
+    let population = super::views::population_of(parent)?.of_block().stored();
     Ok(DatasetRow {
         budget_target,
         population,

@@ -48,10 +48,12 @@ impl Population {
             .then(|| serde_json::to_string(self).expect("a population serialises"))
     }
 
-    /// From the stored column (`None` or unreadable: nothing given).
-    pub fn of_stored(s: Option<&str>) -> Population {
-        s.and_then(|t| serde_json::from_str(t).ok())
-            .unwrap_or_default()
+    /// From the stored column (`None`: nothing given); `None` when it cannot be read.
+    pub fn of_stored(s: Option<&str>) -> Option<Population> {
+        match s {
+            None => Some(Population::default()),
+            Some(t) => serde_json::from_str(t).ok(),
+        }
     }
 
     /// A block's: the parent's unit; its size is not known.
@@ -97,7 +99,12 @@ mod tests {
     fn units_and_sizes_are_read_stored_and_inherited() {
         let p = parse(json!({"privacy_unit": "user-day", "size": 60000})).unwrap();
         assert_eq!(p.unit(), "user-day");
-        assert_eq!(Population::of_stored(p.stored().as_deref()), p);
+        assert_eq!(
+            Population::of_stored(p.stored().as_deref()),
+            Some(p.clone())
+        );
+        assert_eq!(Population::of_stored(None), Some(Population::default()));
+        assert_eq!(Population::of_stored(Some("{")), None);
         assert_eq!(p.of_block().size, None);
         assert_eq!(parse(json!({})).unwrap().stored(), None);
         assert_eq!(Population::default().unit(), "record");

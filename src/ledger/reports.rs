@@ -28,7 +28,7 @@ impl Ledgers {
         let stated = stated_budget(&row)?;
         let statement = statement_of(&row, &filter)?;
         let relation = relation_of(&row)?;
-        let privacy_unit = super::views::population_of(&row).unit().to_owned();
+        let privacy_unit = super::views::population_of(&row)?.unit().to_owned();
         let state = composed.state.clone().ok();
         let cost = admission::Cost::light_if(state.as_ref().is_none_or(|s| s.is_analytic()));
         let reports = self.reports.clone();

@@ -273,7 +273,8 @@ impl Ledgers {
         self.single_ledger(id).await?;
         let row = self.row(id).await?;
         // A sampler cannot draw from more records than the dataset says it has.
-        if let (Some(s), Some(size)) = (&req.sampler, super::views::population_of(&row).size) {
+        let population = super::views::population_of(&row)?;
+        if let (Some(s), Some(size)) = (&req.sampler, population.size) {
             if s.dataset_size > size {
                 return Err(LedgerError::Invalid(
                     "$.sampler.dataset_size".into(),
@@ -281,7 +282,7 @@ impl Ledgers {
                         "is {}, but dataset {id} has {size} {}s (its size, given at creation): \
                          batches cannot be drawn from more",
                         s.dataset_size,
-                        super::views::population_of(&row).unit()
+                        population.unit()
                     ),
                 ));
             }

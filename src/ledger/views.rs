@@ -214,21 +214,26 @@ pub(super) const EXACT_ONLY_IF: &str =
     "the whole sequence of charges had been fixed before any output was \
     seen; callers that chose charges after seeing results are covered only by the filter's figures";
 
-/// A dataset's population as stored.
-pub(super) fn population_of(row: &DatasetRow) -> super::population::Population {
+/// A dataset's population as stored (an unreadable one is a corrupt row, never taken as
+/// "nothing given": its size bounds runs' samplers).
+pub(super) fn population_of(
+    row: &DatasetRow,
+) -> Result<super::population::Population, LedgerError> {
     super::population::Population::of_stored(row.population.as_deref())
+        .ok_or_else(|| LedgerError::Corrupt(row.id.clone(), "its population".into()))
 }
 
 pub(super) fn view(row: &DatasetRow, f: &FilterState) -> Result<DatasetView, LedgerError> {
     let budget = budget_of(row)?;
+    let population = population_of(row)?;
     Ok(DatasetView {
         id: row.id.clone(),
         description: row.description.clone(),
         neighboring_relation: relation_of(row)?,
         budget,
         budget_target: target_of(row, &budget),
-        privacy_unit: population_of(row).unit().to_owned(),
-        size: population_of(row).size,
+        privacy_unit: population.unit().to_owned(),
+        size: population.size,
         statement: statement_of(row, f)?,
         mu_spent: f.mu(),
         delta_spent: f.delta(),

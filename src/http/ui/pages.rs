@@ -1016,6 +1016,11 @@ fn target(r: &AuditView) -> Markup {
     html! { code title=(t) { (t.chars().take(14).collect::<String>()) } }
 }
 
+/// A record's hash, shortened (the whole in its title).
+fn short_hash(r: &AuditView) -> Markup {
+    html! { code title=(r.hash) { (r.hash.get(..12).unwrap_or(&r.hash)) } }
+}
+
 /// The audit log.
 pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Option<i64>) -> Markup {
     let frame = Frame {
@@ -1056,7 +1061,7 @@ pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Opti
                                         td { (r.dataset_id.as_deref().unwrap_or("")) }
                                         td { (target(r)) }
                                         td.change { (change_of(r)) }
-                                        td { code title=(r.hash) { (r.hash.get(..12).unwrap_or(&r.hash)) } }
+                                        td { (short_hash(r)) }
                                     }
                                 } @else {
                                     // One change written to several ledgers (a charge over many
@@ -1078,7 +1083,7 @@ pub fn audit(principal: &str, f: &AuditFilter, records: &[AuditView], next: Opti
                                                 }
                                             }
                                         }
-                                        td { code title=(g[0].hash) { (g[0].hash.get(..12).unwrap_or(&g[0].hash)) } }
+                                        td { (short_hash(&g[0])) }
                                     }
                                 }
                             }
